@@ -1,0 +1,75 @@
+"""ContextVar-scoped numeric backend flags with the ``torch.backends`` API.
+
+Every flag is read from the current thread's and asyncio/trio task's context:
+an override made in a scope is seen only there, and assignment outside any
+scope sets the process default. See ``CONTRACT.md`` and the docs.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ._engine.errors import UnknownFlagError
+from ._engine.scope import Bound, Scope, Snapshot, bind, flags, snapshot
+from ._engine.state import FlagRow
+from ._engine.state import describe as _describe
+from ._engine.state import is_frozen as _is_frozen
+from ._engine.state import reset_defaults, set_defaults, set_frozen as _set_frozen
+from ._engine.table import FLAGS, Flag
+from ._namespaces import cuda, cudnn, mkl, mkldnn, mps, openmp
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FLAGS", "Bound", "Flag", "FlagRow", "Scope", "Snapshot", "UnknownFlagError",
+    "bind", "cuda", "cudnn", "describe", "deterministic", "disable_global_flags",
+    "enable_global_flags", "flags", "flags_frozen", "mkl", "mkldnn", "mps", "openmp",
+    "reset_defaults", "set_defaults", "snapshot",
+]
+
+# `import backends.cudnn` and `from backends.cuda import matmul` work like torch's modules.
+for _ns in (cudnn, cudnn.conv, cuda, cuda.matmul, cuda.cufft_plan_cache, mps, mkl, mkldnn, openmp):
+    sys.modules[_ns.__name__] = _ns
+del _ns
+
+_DETERMINISTIC = Scope(
+    {
+        "cudnn.deterministic": True,
+        "cudnn.benchmark": False,
+        "cudnn.allow_tf32": False,
+        "cuda.matmul.allow_tf32": False,
+        "cuda.matmul.allow_fp16_reduced_precision_reduction": False,
+        "cuda.matmul.allow_bf16_reduced_precision_reduction": False,
+    },
+    "backends.deterministic()",
+)
+
+
+def deterministic() -> Scope:
+    """A scope for bitwise-reproducible work: ``cudnn.deterministic=True``,
+    ``cudnn.benchmark=False``, both ``allow_tf32`` flags and both
+    reduced-precision-reduction flags ``False``. Other flags are untouched."""
+    return _DETERMINISTIC
+
+
+def describe() -> list[FlagRow]:
+    """One row per flag: dotted ``name``, effective ``value`` in the current context,
+    and its ``source``: ``"default"``, ``"environment"``, ``"process default"`` or ``"scope"``."""
+    return _describe()
+
+
+def disable_global_flags() -> None:
+    """Freeze bare assignment outside a scope, process-wide (torch's name): it then
+    raises ``RuntimeError`` naming the ``flags(`` scope to use. Assignment inside a
+    scope and ``set_defaults()`` still work."""
+    _set_frozen(True)
+
+
+def enable_global_flags() -> None:
+    """Undo ``disable_global_flags()``."""
+    _set_frozen(False)
+
+
+def flags_frozen() -> bool:
+    """Whether ``disable_global_flags()`` is in force."""
+    return _is_frozen()

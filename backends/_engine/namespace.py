@@ -1,0 +1,159 @@
+"""Namespaces such as ``backends.cudnn``: module objects whose flag attributes are
+properties derived from the flag table.
+
+A namespace class names its ``prefix`` and gets, from the table, one property per
+flag and view under that prefix, and a ``flags(**kwargs)`` scope builder whose
+keywords are those flags. Unknown attributes raise ``UnknownFlagError`` with the
+closest valid name (torch silently accepts typos).
+"""
+
+from __future__ import annotations
+
+import inspect
+from types import ModuleType
+from typing import Any, ClassVar
+
+from . import state
+from .errors import UnknownFlagError, closest, show
+from .scope import Scope
+from .state import assign, current, defaults
+from .table import FLAGS, NAMES, VIEWS, Flag, View
+
+
+def _flag_property(flag: Flag) -> property:
+    name = flag.name
+
+    # The hot path: one ContextVar.get and one or two dict lookups.
+    def get(self: object, _current: Any = current, _defaults: Any = defaults) -> Any:
+        frame = _current()
+        return frame[name] if name in frame else _defaults[name]
+
+    def set_(self: object, value: object) -> None:
+        assign(name, value)
+
+    return property(get, set_, doc=f"{flag.doc} ({flag.allowed}; default {flag.default!r}).")
+
+
+def _view_property(view: View) -> property:
+    name, when_true, when_false = view.flag, view.when_true, view.when_false
+
+    def get(self: object) -> str:
+        return when_true if state.read(name) else when_false
+
+    def set_(self: object, value: object) -> None:
+        if type(value) is str and value in (when_true, when_false):
+            assign(name, value == when_true)
+            return
+        raise ValueError(f"{view.name} must be {when_true!r} or {when_false!r}, got {show(value)}")
+
+    return property(get, set_, doc=view.doc)
+
+
+_CACHE_LIMIT = 512
+
+
+def _flags_builder(prefix: str, members: dict[str, Flag]) -> Any:
+    """``flags(**kwargs)`` for one namespace; ``None`` means "not given"."""
+    label = f"backends.{prefix}.flags"
+    # Scopes for calls whose values are all exactly True, False or None, keyed by
+    # the call's keyword items. Only such calls are cached, so a hit can never
+    # stand in for a call with 1 or 1.0 (equal to True, but invalid).
+    plain: dict[tuple[tuple[str, Any], ...], Scope] = {}
+
+    def flags(self: object, **kwargs: Any) -> Scope:
+        for value in kwargs.values():
+            if value is not True and value is not False and value is not None:
+                return build(kwargs)
+        scope = plain.get(tuple(kwargs.items()))
+        if scope is None:
+            scope = build(kwargs)
+            if len(plain) >= _CACHE_LIMIT:
+                plain.clear()
+            plain[tuple(kwargs.items())] = scope
+        return scope
+
+    def build(kwargs: dict[str, Any]) -> Scope:
+        overrides = {}
+        for attribute, value in kwargs.items():
+            flag = members.get(attribute)
+            if flag is None:
+                hint = closest(attribute, members)
+                raise TypeError(
+                    f"{label}() got an unknown flag {attribute!r}"
+                    + (f"; did you mean {hint!r}?" if hint else "")
+                    + f" (it takes {', '.join(members)})"
+                )
+            if value is not None:
+                overrides[flag.name] = flag.check(value)
+        shown = ", ".join(f"{n.rpartition('.')[2]}={v!r}" for n, v in overrides.items())
+        return Scope(overrides, f"{label}({shown})")
+
+    flags.__doc__ = (
+        f"A scope overriding only the given ``backends.{prefix}`` flags; ``None`` means "
+        f"not given (torch's ``flags()`` resets every flag it is not given; this does not).\n\n"
+        f"Raises ``TypeError`` for an unknown keyword or a wrong type and ``ValueError`` "
+        f"for a value out of range, before anything is entered."
+    )
+    flags.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)]
+        + [inspect.Parameter(a, inspect.Parameter.KEYWORD_ONLY, default=None) for a in members]
+    )
+    return flags
+
+
+class Namespace(ModuleType):
+    """Base of every flag namespace. Subclasses set ``prefix``."""
+
+    prefix: ClassVar[str] = ""
+    #: attribute name -> Flag, for this namespace's own flags
+    members: ClassVar[dict[str, Flag]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.members = {f.attribute: f for f in FLAGS if f.namespace == cls.prefix}
+        for flag in cls.members.values():
+            if flag.spelling == "attribute":
+                setattr(cls, flag.attribute, _flag_property(flag))
+        for view in VIEWS:
+            if view.namespace == cls.prefix:
+                setattr(cls, view.attribute, _view_property(view))
+        if cls.members and "flags" not in cls.__dict__:
+            cls.flags = _flags_builder(cls.prefix, cls.members)  # type: ignore[attr-defined]
+
+    def __init__(self) -> None:
+        super().__init__(f"backends.{self.prefix}", type(self).__doc__)
+        # A module-level __getattr__ (PEP 562) in the instance dict, not a class
+        # __getattr__: the class hook would slow every flag read by about 60 ns.
+        self.__dict__["__getattr__"] = self._getattr
+
+    def _public(self) -> list[str]:
+        return [n for n in dir(type(self)) if not n.startswith("_") and n not in ("prefix", "members")]
+
+    def _getattr(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise self._unknown(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        flag = self.members.get(name)
+        if flag is not None and flag.spelling == "function":
+            assign(flag.name, value)  # e.g. cuda.preferred_linalg_library = "cusolver"
+        elif name.startswith("_") or hasattr(type(self), name) or name in self.__dict__:
+            super().__setattr__(name, value)  # properties, and monkeypatching in tests
+        else:
+            raise self._unknown(name)
+
+    def _unknown(self, name: str) -> UnknownFlagError:
+        here = closest(name, self._public())
+        if here is not None:
+            hint = f"; did you mean backends.{self.prefix}.{here}?"
+        else:
+            anywhere = closest(f"{self.prefix}.{name}", NAMES) or closest(name, NAMES)
+            hint = f"; did you mean backends.{anywhere}?" if anywhere else ""
+        return UnknownFlagError(f"backends.{self.prefix} has no flag or attribute {name!r}{hint}")
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(self._public()) | {n for n in self.__dict__ if not n.startswith("_")})
+
+    def __repr__(self) -> str:
+        return f"<namespace backends.{self.prefix}>"

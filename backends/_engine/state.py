@@ -1,0 +1,129 @@
+"""Where flag values live: process defaults plus one ContextVar of overrides.
+
+The ContextVar holds a frame: the overrides active in this context, by dotted
+name, plus the scope entry that published it. A frame is never changed once it
+is in the ContextVar (copied contexts share it), so reads and scope entry/exit
+take no lock. Only process-default writes lock.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from contextvars import ContextVar
+from typing import Any, NamedTuple
+
+from . import environment
+from .errors import show, unknown_name
+from .table import BY_NAME, FLAGS, NAMES, Value
+
+
+#: A frame is a plain dict: dotted name -> override, plus the key ``ENTRY`` whose
+#: value is ``(scope, token)`` for the innermost scope entry of this context.
+#: Plain dicts copy fastest (``{**parent, **overrides}``), which is the cost of entry.
+ENTRY = None
+NO_SCOPE: dict[Any, Any] = {}
+
+overrides: ContextVar[dict[Any, Any]] = ContextVar("backends.overrides", default=NO_SCOPE)
+current = overrides.get
+
+#: Built-in defaults after environment variables; ``reset_defaults()`` returns here.
+BUILTIN: dict[str, Value] = {flag.name: flag.default for flag in FLAGS}
+BUILTIN_SOURCE: dict[str, str] = dict.fromkeys(NAMES, "default")
+for _name, _value in environment.read(os.environ).items():
+    BUILTIN[_name] = _value
+    BUILTIN_SOURCE[_name] = "environment"
+
+#: Process defaults: read without a lock (one dict lookup is atomic), written under ``_lock``.
+defaults: dict[str, Value] = dict(BUILTIN)
+_source: dict[str, str] = dict(BUILTIN_SOURCE)
+_lock = threading.Lock()
+_frozen = False
+
+
+def read(name: str) -> Value:
+    """The effective value of ``name`` in the current context."""
+    frame = current()
+    return frame[name] if name in frame else defaults[name]
+
+
+def effective() -> dict[str, Value]:
+    """Every flag's effective value in the current context, by dotted name."""
+    frame = current()
+    return {name: frame[name] if name in frame else defaults[name] for name in NAMES}
+
+
+def check_mapping(mapping: object, what: str) -> dict[str, Value]:
+    """Validate a ``{dotted name: value}`` mapping completely, before anything changes."""
+    if not isinstance(mapping, Mapping):
+        raise TypeError(f"{what} takes a mapping of dotted flag names to values, got {show(mapping)}")
+    checked: dict[str, Value] = {}
+    for name, value in mapping.items():
+        flag = BY_NAME.get(name) if isinstance(name, str) else None
+        if flag is None:
+            raise unknown_name(name, NAMES)
+        checked[flag.name] = flag.check(value)
+    return checked
+
+
+def assign(name: str, value: object) -> None:
+    """Attribute assignment: inside a scope, for the rest of that scope in this
+    context only; outside any scope, the process default."""
+    checked = BY_NAME[name].check(value)
+    frame = current()
+    if ENTRY not in frame:
+        if _frozen:
+            attribute = name.rpartition(".")
+            raise RuntimeError(
+                f"global flags are disabled (backends.disable_global_flags()), so "
+                f"backends.{name} cannot be assigned outside a scope; use "
+                f"`with backends.{attribute[0]}.flags({attribute[2]}={checked!r}):` "
+                f"(or backends.flags({{{name!r}: {checked!r}}})) instead"
+            )
+        with _lock:
+            defaults[name] = checked
+            _source[name] = "process default"
+        return
+    overrides.set({**frame, name: checked})  # same entry: undone when that scope exits
+
+
+def set_defaults(mapping: Mapping[str, Any]) -> None:
+    """Set process defaults by dotted name, from anywhere (scope or not, frozen or not)."""
+    checked = check_mapping(mapping, "set_defaults()")
+    with _lock:
+        defaults.update(checked)
+        _source.update(dict.fromkeys(checked, "process default"))
+
+
+def reset_defaults() -> None:
+    """Restore the built-in defaults (as set by environment variables at import)."""
+    with _lock:
+        defaults.update(BUILTIN)
+        _source.update(BUILTIN_SOURCE)
+
+
+def set_frozen(frozen: bool) -> None:
+    global _frozen
+    with _lock:
+        _frozen = frozen
+
+
+def is_frozen() -> bool:
+    return _frozen
+
+
+class FlagRow(NamedTuple):
+    """One row of ``describe()``."""
+
+    name: str
+    value: Value
+    source: str  # "default", "environment", "process default" or "scope"
+
+
+def describe() -> list[FlagRow]:
+    frame = current()
+    return [
+        FlagRow(name, frame[name], "scope") if name in frame else FlagRow(name, defaults[name], _source[name])
+        for name in NAMES
+    ]
