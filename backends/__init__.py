@@ -11,10 +11,10 @@ import sys
 
 from ._engine.errors import UnknownFlagError
 from ._engine.scope import Bound, Scope, Snapshot, bind, flags, snapshot
-from ._engine.state import FlagRow
+from ._engine.state import FlagRow, reset_defaults, set_defaults
 from ._engine.state import describe as _describe
 from ._engine.state import is_frozen as _is_frozen
-from ._engine.state import reset_defaults, set_defaults, set_frozen as _set_frozen
+from ._engine.state import set_frozen as _set_frozen
 from ._engine.table import FLAGS, Flag
 from ._namespaces import cuda, cudnn, mkl, mkldnn, mps, openmp
 
@@ -73,3 +73,12 @@ def enable_global_flags() -> None:
 def flags_frozen() -> bool:
     """Whether ``disable_global_flags()`` is in force."""
     return _is_frozen()
+
+
+def __getattr__(name: str) -> object:
+    # PEP 562: only called for names the module does not have.
+    from ._engine.errors import UnknownFlagError, did_you_mean
+
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise UnknownFlagError(f"module 'backends' has no attribute {name!r}{did_you_mean(name, __all__)}")

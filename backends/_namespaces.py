@@ -12,7 +12,8 @@ from typing import Any
 from ._engine.namespace import Namespace
 from ._engine.scope import Scope
 from ._engine.state import assign, read
-from .availability import cpu, cuda as cuda_info
+from .availability import cpu
+from .availability import cuda as cuda_info
 
 _NO_CUDA = "CUDA is not available (backends.cuda.is_available() is False)"
 
@@ -31,7 +32,7 @@ class Cudnn(Namespace):
 
     def tf32(self, enabled: bool) -> Scope:
         """``cudnn.flags(allow_tf32=enabled)``. Raises ``TypeError`` unless ``enabled`` is a bool."""
-        return self.flags(allow_tf32=self.members["allow_tf32"].check(enabled))  # type: ignore[attr-defined, no-any-return]
+        return self.flags(allow_tf32=self.members["allow_tf32"].check(enabled))
 
     @staticmethod
     def is_available() -> bool:
@@ -51,7 +52,7 @@ class Matmul(Namespace):
 
     def tf32(self, enabled: bool) -> Scope:
         """``cuda.matmul.flags(allow_tf32=enabled)``. Raises ``TypeError`` unless ``enabled`` is a bool."""
-        return self.flags(allow_tf32=self.members["allow_tf32"].check(enabled))  # type: ignore[attr-defined, no-any-return]
+        return self.flags(allow_tf32=self.members["allow_tf32"].check(enabled))
 
 
 class PlanCache(Namespace):

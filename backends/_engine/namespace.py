@@ -9,7 +9,7 @@ closest valid name (torch silently accepts typos).
 
 from __future__ import annotations
 
-import inspect
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any, ClassVar
 
@@ -60,16 +60,21 @@ def _flags_builder(prefix: str, members: dict[str, Flag]) -> Any:
     # stand in for a call with 1 or 1.0 (equal to True, but invalid).
     plain: dict[tuple[tuple[str, Any], ...], Scope] = {}
 
-    def flags(self: object, **kwargs: Any) -> Scope:
+    def flags(**kwargs: Any) -> Scope:
+        if len(kwargs) == 1:  # the common `flags(deterministic=True)`: no key to build
+            ((attribute, value),) = kwargs.items()
+            if (value is True or value is False) and attribute in single:
+                return single[attribute][value]  # a bool indexes (scope_false, scope_true)
         for value in kwargs.values():
             if value is not True and value is not False and value is not None:
                 return build(kwargs)
-        scope = plain.get(tuple(kwargs.items()))
+        key = tuple(kwargs.items())
+        scope = plain.get(key)
         if scope is None:
             scope = build(kwargs)
             if len(plain) >= _CACHE_LIMIT:
                 plain.clear()
-            plain[tuple(kwargs.items())] = scope
+            plain[key] = scope
         return scope
 
     def build(kwargs: dict[str, Any]) -> Scope:
@@ -88,16 +93,24 @@ def _flags_builder(prefix: str, members: dict[str, Flag]) -> Any:
         shown = ", ".join(f"{n.rpartition('.')[2]}={v!r}" for n, v in overrides.items())
         return Scope(overrides, f"{label}({shown})")
 
+    single = {
+        attribute: (build({attribute: False}), build({attribute: True}))
+        for attribute, flag in members.items()
+        if flag.type is bool
+    }
+
     flags.__doc__ = (
         f"A scope overriding only the given ``backends.{prefix}`` flags; ``None`` means "
         f"not given (torch's ``flags()`` resets every flag it is not given; this does not).\n\n"
         f"Raises ``TypeError`` for an unknown keyword or a wrong type and ``ValueError`` "
         f"for a value out of range, before anything is entered."
     )
-    flags.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)]
-        + [inspect.Parameter(a, inspect.Parameter.KEYWORD_ONLY, default=None) for a in members]
-    )
+    # For help() and inspect.signature(): a stub whose signature lists the keywords.
+    # (Building an inspect.Signature here would import `inspect` with `backends`.)
+    stub_source = f"def flags(*, {', '.join(f'{a}=None' for a in members)}): pass"
+    stub: dict[str, Any] = {}
+    exec(stub_source, stub)
+    flags.__wrapped__ = stub["flags"]  # type: ignore[attr-defined]
     return flags
 
 
@@ -107,6 +120,8 @@ class Namespace(ModuleType):
     prefix: ClassVar[str] = ""
     #: attribute name -> Flag, for this namespace's own flags
     members: ClassVar[dict[str, Flag]] = {}
+    #: ``flags(**kwargs) -> Scope``, generated from the table for namespaces with flags
+    flags: ClassVar[Callable[..., Scope]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -117,8 +132,9 @@ class Namespace(ModuleType):
         for view in VIEWS:
             if view.namespace == cls.prefix:
                 setattr(cls, view.attribute, _view_property(view))
-        if cls.members and "flags" not in cls.__dict__:
-            cls.flags = _flags_builder(cls.prefix, cls.members)  # type: ignore[attr-defined]
+        if cls.members and "flags" not in vars(cls):
+            # A staticmethod: no bound method to build on each call.
+            cls.flags = staticmethod(_flags_builder(cls.prefix, cls.members))
 
     def __init__(self) -> None:
         super().__init__(f"backends.{self.prefix}", type(self).__doc__)
@@ -144,8 +160,11 @@ class Namespace(ModuleType):
             raise self._unknown(name)
 
     def _unknown(self, name: str) -> UnknownFlagError:
+        below = [f for f in NAMES if f.startswith(f"{self.prefix}.") and f.endswith(f".{name}")]
         here = closest(name, self._public())
-        if here is not None:
+        if below:  # backends.cuda.allow_tf32 -> backends.cuda.matmul.allow_tf32
+            hint = f"; did you mean backends.{below[0]}?"
+        elif here is not None:
             hint = f"; did you mean backends.{self.prefix}.{here}?"
         else:
             anywhere = closest(f"{self.prefix}.{name}", NAMES) or closest(name, NAMES)

@@ -15,8 +15,7 @@ Semantics, in the manner of ``decimal.localcontext`` and ``contextlib``:
 from __future__ import annotations
 
 import functools
-import inspect
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -42,7 +41,7 @@ class Scope:
     nothing.
     """
 
-    __slots__ = ("_overrides", "_label", "__weakref__")
+    __slots__ = ("__weakref__", "_label", "_overrides")
 
     def __init__(self, overrides: Mapping[str, Value], label: str | None = None) -> None:
         self._overrides = dict(overrides)
@@ -117,6 +116,8 @@ class Scope:
         """
         if not callable(fn):
             raise TypeError(f"{self!r} can only decorate a callable, got {show(fn)}")
+        import inspect  # here, not at import: `inspect` costs ~8 ms of `import backends`
+
         if inspect.isasyncgenfunction(fn):
             wrapper: Callable[..., Any] = _async_generator(self, fn)
         elif inspect.isgeneratorfunction(fn):
@@ -291,18 +292,19 @@ class Bound:
         self.snapshot = flags
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if inspect.iscoroutinefunction(self.fn):
-            return _run_coroutine(self.snapshot, self.fn, args, kwargs)
         with self.snapshot:
-            return self.fn(*args, **kwargs)
+            result = self.fn(*args, **kwargs)
+        if isinstance(result, Coroutine):  # an async fn: its body runs when awaited
+            return _run_coroutine(self.snapshot, result)
+        return result
 
     def __repr__(self) -> str:
         return f"backends.bind({self.fn!r}) with {self.snapshot!r}"
 
 
-async def _run_coroutine(flags: Snapshot, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+async def _run_coroutine(flags: Snapshot, coroutine: Coroutine[Any, Any, Any]) -> Any:
     with flags:
-        return await fn(*args, **kwargs)
+        return await coroutine
 
 
 def bind(fn: Callable[..., Any]) -> Bound:

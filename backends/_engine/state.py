@@ -1,9 +1,10 @@
 """Where flag values live: process defaults plus one ContextVar of overrides.
 
 The ContextVar holds a frame: the overrides active in this context, by dotted
-name, plus the scope entry that published it. A frame is never changed once it
-is in the ContextVar (copied contexts share it), so reads and scope entry/exit
-take no lock. Only process-default writes lock.
+name, plus the scope entry that published it. A frame is never changed once
+another context could see it (copied contexts share it; the one write after
+publishing, the entry's token, happens before ``__enter__`` returns), so reads
+and scope entry/exit take no lock. Only process-default writes lock.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from typing import Any, NamedTuple
 from . import environment
 from .errors import show, unknown_name
 from .table import BY_NAME, FLAGS, NAMES, Value
-
 
 #: A frame is a plain dict: dotted name -> override, plus the key ``ENTRY`` whose
 #: value is ``(scope, token)`` for the innermost scope entry of this context.

@@ -2,22 +2,21 @@
 
 Namespaces, ``describe()``, ``snapshot()`` keys, environment variable names and
 the docs' flag reference are all derived from ``FLAGS`` and ``VIEWS``. Adding a
-flag is adding one row here.
+flag is adding one row here. (Rows are NamedTuples rather than dataclasses because
+``dataclasses`` imports ``inspect``, a third of ``import backends``' time.)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Union
+from typing import NamedTuple
 
 from .errors import show
 
 #: A flag's value: flags are ``bool``, ``int`` or ``str`` (a choice).
-Value = Union[bool, int, str]
+Value = bool | int | str
 
 
-@dataclass(frozen=True)
-class Flag:
+class Flag(NamedTuple):
     """One flag: its dotted name, type, default and what the sync layer feeds.
 
     ``name`` is relative to the package (``"cudnn.deterministic"``) and its last
@@ -67,7 +66,7 @@ class Flag:
             if kind is bool:
                 return value  # type: ignore[return-value]
             if kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"):
-                return bool(value)  # type: ignore[arg-type]
+                return bool(value)
         elif self.type is int:
             if isinstance(value, int) and kind is not bool:
                 result = int.__index__(value)  # a plain int, whatever a subclass overrides
@@ -82,8 +81,7 @@ class Flag:
         raise TypeError(f"{self.name} must be {self.allowed}, got {show(value)}")
 
 
-@dataclass(frozen=True)
-class View:
+class View(NamedTuple):
     """A derived, stateless spelling of a bool flag (torch's ``fp32_precision``)."""
 
     name: str

@@ -27,7 +27,7 @@ def threadpools() -> list[dict[str, Any]]:
     if not _numpy_loaded():
         return []
     try:
-        from threadpoolctl import threadpool_info
+        from threadpoolctl import threadpool_info  # type: ignore[import-untyped]
 
         return list(threadpool_info())
     except Exception:

@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
+import threading
 import warnings
 from types import ModuleType
 
+# catch_warnings() changes process-wide filters: one import at a time.
+_import_lock = threading.Lock()
 
+
+@functools.cache
 def _quiet_import(name: str) -> ModuleType | None:
-    """Import ``name`` or return ``None``; a broken install counts as absent."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return importlib.import_module(name)
-    except Exception:
-        return None
+    """Import ``name`` once or return ``None``; a broken install counts as absent
+    (and is not imported again on every query)."""
+    with _import_lock:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return importlib.import_module(name)
+        except Exception:
+            return None
 
 
 def cupy() -> ModuleType | None:

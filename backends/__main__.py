@@ -1,0 +1,361 @@
+"""``python -m backends``: the flag table, what this machine has, and a live isolation self-check.
+
+The self-check is run for real, not simulated: threads and asyncio tasks sit inside different
+scopes at the same time and check that each reads only its own flags, with a matmul under every
+scope, so a user can see on their own machine that the guarantees hold. The exit status is 0 only
+if every check passes. NumPy and CuPy are imported here lazily, never by ``import backends``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import importlib
+import importlib.util
+import platform
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import backends
+from backends.availability import cpu
+
+#: One self-check result: (what was checked, passed, detail).
+Check = tuple[str, bool, str]
+Values = dict[str, object]
+Matrix = list[list[float]]
+
+THREADS = 8
+TASKS = 50
+_TIMEOUT = 30.0  # seconds before a waiting thread or task declares the check failed (never hit when healthy)
+_LIBS = ("default", "cusolver", "magma")
+_SIZE = 12  # matmul operands are _SIZE x _SIZE
+
+
+# -- the flag table ----------------------------------------------------------------------------
+def read_all() -> Values:
+    """Every flag's effective value in this context, read through the public attributes
+    (``backends.cuda.preferred_linalg_library()`` is called, as torch spells it)."""
+    values: Values = {}
+    for flag in backends.FLAGS:
+        owner: Any = backends
+        for part in flag.namespace.split("."):
+            owner = getattr(owner, part)
+        value = getattr(owner, flag.attribute)
+        values[flag.name] = value() if callable(value) else value
+    return values
+
+
+def _table(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
+def flag_report() -> list[str]:
+    """The ``describe()`` table (name, value, source) as aligned text."""
+    rows = [("flag", "value", "source")] + [(r.name, repr(r.value), r.source) for r in backends.describe()]
+    return _table(rows)
+
+
+# -- availability -------------------------------------------------------------------------------
+def _safe(query: Callable[[], object]) -> str:
+    """``repr`` of a query's answer; an exception is shown, not raised (the report must finish)."""
+    try:
+        return repr(query())
+    except Exception as error:
+        return f"raised {type(error).__name__}: {error}"
+
+
+def _import(name: str) -> tuple[Any, str]:
+    """``(module, "")`` if ``name`` imports, else ``(None, why)``; a broken install counts as absent."""
+    try:
+        if importlib.util.find_spec(name) is None:
+            return None, "not installed"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return importlib.import_module(name), ""
+    except Exception as error:
+        return None, f"installed, but import fails ({type(error).__name__}: {error})"
+
+
+def _cuda_version(code: int) -> str:
+    return f"{code // 1000}.{code % 1000 // 10} ({code})"
+
+
+def _cupy_details(cupy: Any) -> list[tuple[str, str]]:
+    """Runtime, driver and device of a working CuPy; each guarded, as a driver may be missing."""
+    runtime = cupy.cuda.runtime
+    queries: list[tuple[str, Callable[[], str]]] = [
+        ("CUDA runtime", lambda: _cuda_version(runtime.runtimeGetVersion())),
+        ("CUDA driver", lambda: _cuda_version(runtime.driverGetVersion())),
+        ("CUDA devices", lambda: str(runtime.getDeviceCount())),
+        ("device 0", lambda: runtime.getDeviceProperties(0)["name"].decode(errors="replace")),
+    ]
+    details = []
+    for label, query in queries:
+        try:
+            details.append((label, query()))
+        except Exception as error:
+            details.append((label, f"unavailable ({type(error).__name__}: {error})"))
+    return details
+
+
+def availability_report() -> list[str]:
+    """Versions and ``is_available()`` answers for every backend. Never raises."""
+    rows: list[tuple[str, str]] = [
+        ("Python", f"{platform.python_version()} ({platform.python_implementation()}, {sys.platform})"),
+        ("backends", backends.__version__),
+    ]
+    numpy, why = _import("numpy")
+    rows.append(("NumPy", numpy.__version__ if numpy is not None else why))
+    if numpy is not None:
+        pools = cpu.threadpools()  # threadpoolctl's view of the native libraries NumPy loaded
+        for pool in pools:
+            rows.append((
+                "  " + {"blas": "BLAS", "openmp": "OpenMP"}.get(str(pool.get("user_api")), str(pool.get("user_api"))),
+                f"{pool.get('internal_api', '?')} {pool.get('version') or ''}, {pool.get('num_threads', '?')} threads"
+                f" ({pool.get('filepath', '?')})",
+            ))
+        if not pools:
+            rows.append(("  BLAS/OpenMP", "unknown (threadpoolctl not installed)"))
+        elif not any(pool.get("user_api") == "openmp" for pool in pools):
+            rows.append(("  OpenMP", "none loaded"))
+    cupy, why = _import("cupy")
+    rows.append(("CuPy", str(getattr(cupy, "__version__", "?")) if cupy is not None else why))
+    rows += [
+        ("cuda.is_built()", _safe(backends.cuda.is_built)),
+        ("cuda.is_available()", _safe(backends.cuda.is_available)),
+    ]
+    if cupy is not None and backends.cuda.is_available():
+        rows += _cupy_details(cupy)
+    else:
+        rows.append(("CUDA runtime/driver", "n/a (no usable CUDA device)"))
+    for label, query in (
+        ("cudnn.is_available()", backends.cudnn.is_available),
+        ("cudnn.version()", backends.cudnn.version),
+        ("mkl.is_available()", backends.mkl.is_available),
+        ("mkldnn.is_available()", backends.mkldnn.is_available),
+        ("openmp.is_available()", backends.openmp.is_available),
+        ("mps.is_built()", backends.mps.is_built),
+        ("mps.is_available()", backends.mps.is_available),
+    ):
+        rows.append((label, _safe(query)))
+    return _table(rows)
+
+
+# -- the self-check -------------------------------------------------------------------------------
+def _py_matmul(a: Matrix, b: Matrix) -> Matrix:
+    return [[sum(x * y for x, y in zip(row, col, strict=True)) for col in zip(*b, strict=True)] for row in a]
+
+
+class _Matmuls:
+    """Real work under every scope: a matmul whose result is checked against pure Python."""
+
+    def __init__(self, use_numpy: bool | None) -> None:
+        self.runs: list[str | None] = []  # None per correct result, else what went wrong
+        self.fn: Callable[[Matrix, Matrix], Matrix] = _py_matmul
+        numpy = _import("numpy")[0] if use_numpy is not False else None
+        if use_numpy and numpy is None:
+            raise RuntimeError("self_check(use_numpy=True) but NumPy does not import")
+        if numpy is not None:
+            def numpy_matmul(a: Matrix, b: Matrix) -> Matrix:
+                product = numpy.asarray(a, dtype=numpy.float64) @ numpy.asarray(b, dtype=numpy.float64)
+                result: Matrix = product.tolist()
+                return result
+
+            self.fn = numpy_matmul
+            self.label = f"NumPy {numpy.__version__} float64 matmul"
+        else:
+            self.label = "pure-Python matmul (" + ("NumPy not installed)" if use_numpy is None else "NumPy not used)")
+
+    def run(self, seed: int, where: str) -> None:
+        # Small integers: every product and sum is exact in float64, so results compare with ==.
+        a = [[float((seed + 7 * i + 3 * j) % 11) for j in range(_SIZE)] for i in range(_SIZE)]
+        b = [[float((5 * seed + i + 2 * j) % 13 - 6) for j in range(_SIZE)] for i in range(_SIZE)]
+        try:
+            ok = self.fn(a, b) == _py_matmul(a, b)
+            self.runs.append(None if ok else f"{where}: wrong matmul result")
+        except Exception as error:
+            self.runs.append(f"{where}: matmul raised {type(error).__name__}: {error}")
+
+
+def _expect(problems: list[str], where: str, expected: Mapping[str, object]) -> None:
+    """Read every flag here and record any that differs from ``expected`` (value or type)."""
+    got = read_all()
+    wrong = {n: got[n] for n in expected if got[n] != expected[n] or type(got[n]) is not type(expected[n])}
+    if wrong:
+        problems.append(f"{where}: read {wrong}, expected {({n: expected[n] for n in wrong})}")
+
+
+def _threads(baseline: Values, defaults: Values, work: _Matmuls) -> list[str]:
+    """THREADS threads, all inside different scopes at once (a Barrier holds them there), plus
+    one scope object entered by all of them; the main thread reads while they are inside."""
+    problems: list[str] = []
+    barrier = threading.Barrier(THREADS + 1, timeout=_TIMEOUT)
+    shared = backends.cudnn.flags(benchmark=True)
+
+    def worker(i: int) -> None:
+        own: Values = {
+            "cudnn.deterministic": i % 2 == 0,
+            "cuda.matmul.allow_tf32": i % 3 == 0,
+            "cuda.preferred_linalg_library": _LIBS[i % 3],
+            "cudnn.benchmark_limit": 100 + i,
+        }
+        try:
+            start = read_all()  # a new thread starts from the process defaults (or, where threads
+            if start not in (defaults, baseline):  # inherit the context, from the caller's flags)
+                problems.append(f"thread {i}: started with {start}")
+            expected = {**start, "cudnn.benchmark": True, **own}
+            with shared, backends.flags(own):
+                _expect(problems, f"thread {i}, inside its scope", expected)
+                work.run(i, f"thread {i}")
+                barrier.wait()  # every thread is inside its scope now; the main thread reads
+                barrier.wait()  # the main thread has read
+                _expect(problems, f"thread {i}, inside its scope after the others entered", expected)
+            _expect(problems, f"thread {i}, after its scope", start)
+        except Exception as error:
+            problems.append(f"thread {i}: {type(error).__name__}: {error}")
+            barrier.abort()
+
+    threads = [threading.Thread(target=worker, args=(i,), name=f"backends-check-{i}") for i in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    try:
+        barrier.wait()
+        _expect(problems, f"main thread while {THREADS} threads are inside their scopes", baseline)
+        barrier.wait()
+    except threading.BrokenBarrierError:
+        problems.append("main thread: the barrier broke (a thread failed first)")
+    for thread in threads:
+        thread.join()
+    return problems
+
+
+def _tasks(baseline: Values, work: _Matmuls) -> list[str]:
+    """TASKS asyncio tasks on one loop, each inside its own scope (``async with`` or the
+    decorator form) across several awaits, all inside at once while the parent task reads."""
+    problems: list[str] = []
+
+    async def run_all() -> None:
+        all_inside, release = asyncio.Event(), asyncio.Event()
+        inside = 0
+
+        async def body(i: int, expected: Values) -> None:
+            nonlocal inside
+            _expect(problems, f"task {i}, inside its scope", expected)
+            inside += 1
+            if inside == TASKS:
+                all_inside.set()
+            await release.wait()
+            for step in range(3):
+                await asyncio.sleep(0)
+                if step == 1 and i % 4 == 0:  # assignment inside a scope: for this scope only
+                    backends.cuda.cufft_plan_cache.max_size = 2000 + i
+                    expected = {**expected, "cuda.cufft_plan_cache.max_size": 2000 + i}
+                _expect(problems, f"task {i}, after await {step + 1}", expected)
+                work.run(1000 + i, f"task {i}")
+
+        async def task(i: int) -> None:
+            own: Values = {
+                "cudnn.deterministic": i % 2 == 0,
+                "cudnn.allow_tf32": i % 3 == 0,
+                "cuda.matmul.allow_fp16_reduced_precision_reduction": i % 5 == 0,
+                "cuda.cufft_plan_cache.max_size": 1000 + i,
+            }
+            scope = backends.flags(own)
+            try:
+                if i % 2:
+                    async with scope:
+                        await body(i, {**baseline, **own})
+                else:
+                    await scope(body)(i, {**baseline, **own})
+                _expect(problems, f"task {i}, after its scope", baseline)
+            except Exception as error:
+                problems.append(f"task {i}: {type(error).__name__}: {error}")
+                all_inside.set()
+                release.set()
+
+        tasks = [asyncio.create_task(task(i)) for i in range(TASKS)]
+        try:
+            await asyncio.wait_for(all_inside.wait(), _TIMEOUT)
+            _expect(problems, f"parent task while {TASKS} tasks are inside their scopes", baseline)
+        finally:
+            release.set()
+            await asyncio.gather(*tasks)
+
+    asyncio.run(run_all())
+    return problems
+
+
+def _restored(baseline: Values, defaults: Values, rows: list[backends.FlagRow]) -> list[str]:
+    problems: list[str] = []
+    _expect(problems, "main thread", baseline)
+    now = contextvars.Context().run(read_all)  # an empty context reads the process defaults
+    if now != defaults:
+        problems.append(f"process defaults changed: {defaults} became {now}")
+    if backends.describe() != rows:
+        problems.append(f"describe() changed: {rows} became {backends.describe()}")
+    return problems
+
+
+def _run(name: str, check: Callable[[], list[str]], detail: str) -> Check:
+    try:
+        problems = check()
+    except Exception as error:
+        problems = [f"raised {type(error).__name__}: {error}"]
+    if not problems:
+        return name, True, detail
+    shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+    return name, False, shown
+
+
+def self_check(use_numpy: bool | None = None) -> list[Check]:
+    """Run the isolation self-check for real; return ``(name, passed, detail)`` per check.
+
+    ``use_numpy``: ``None`` does the matmuls with NumPy if it imports, else in pure Python;
+    ``False`` forces pure Python; ``True`` requires NumPy. Call it outside any scope to check
+    against the process defaults (inside one, the caller's flags are the reference).
+    """
+    baseline = read_all()
+    defaults = contextvars.Context().run(read_all)
+    rows = backends.describe()
+    work = _Matmuls(use_numpy)
+
+    def matmuls() -> list[str]:
+        wrong = [run for run in work.runs if run is not None]
+        return wrong or ([] if work.runs else ["no matmul ran"])
+
+    return [
+        _run(f"{THREADS} threads in different scopes at once each read only their own flags",
+             lambda: _threads(baseline, defaults, work),
+             "one shared scope object too; the main thread kept its flags meanwhile"),
+        _run(f"{TASKS} asyncio tasks in different scopes, awaiting inside, each read only their own",
+             lambda: _tasks(baseline, work),
+             "async with and decorator forms, assignment inside scopes; the parent task kept its flags"),
+        _run(f"a real matmul under every scope gives the right result: {work.label}", matmuls,
+             f"{len(work.runs)} products checked against pure Python"),
+        _run("afterwards every flag is back to the process defaults", lambda: _restored(baseline, defaults, rows),
+             "effective values, process defaults and describe() as before"),
+    ]
+
+
+def main() -> int:
+    """Print the report and run the self-check; 0 if every check passed, else 1."""
+    print(f"backends {backends.__version__}: flags in this context (backends.describe())")
+    print("\n".join(flag_report()))
+    print("\nAvailability")
+    print("\n".join(availability_report()))
+    print(f"\nSelf-check: isolation across {THREADS} threads and {TASKS} asyncio tasks, run for real")
+    checks = self_check()
+    for name, passed, detail in checks:
+        print(f"  {'PASS' if passed else 'FAIL'}  {name}\n        {detail}")
+    failed = sum(not passed for _, passed, _ in checks)
+    print(f"\n{'FAILED: ' + str(failed) + ' of ' if failed else 'all '}{len(checks)} checks "
+          f"{'failed' if failed else 'passed'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The test suite of ``backends`` (a package so spawned worker processes can import ``tests._helpers``)."""

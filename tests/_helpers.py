@@ -1,0 +1,55 @@
+"""Module-level helpers: importable by name, so they pickle into worker processes."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+
+import backends
+
+
+def effective_flags() -> dict[str, object]:
+    """Every flag's effective value in the calling thread/process, as plain data."""
+    return backends.snapshot().to_dict()
+
+
+def deterministic_now() -> bool:
+    """``backends.cudnn.deterministic`` as the calling context sees it."""
+    return backends.cudnn.deterministic
+
+
+def state() -> list[tuple[str, object, str]]:
+    """Every flag's name, value (with its type) and source: the "nothing changed" fingerprint."""
+    return [(row.name, (type(row.value), row.value), row.source) for row in backends.describe()]
+
+
+def run_threads(*targets: Callable[[], object], unblock: Iterable[threading.Barrier | threading.Event] = ()) -> None:
+    """Run each target in its own thread and wait for all; re-raise the first error.
+
+    When a target raises, every barrier in ``unblock`` is aborted and every event set,
+    so the other threads stop waiting at once instead of timing out.
+    """
+    errors: list[BaseException] = []
+    waits = list(unblock)
+
+    def guarded(target: Callable[[], object]) -> Callable[[], None]:
+        def body() -> None:
+            try:
+                target()
+            except BaseException as error:
+                errors.append(error)
+                for wait in waits:
+                    if isinstance(wait, threading.Barrier):
+                        wait.abort()
+                    else:
+                        wait.set()
+
+        return body
+
+    threads = [threading.Thread(target=guarded(target)) for target in targets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]

@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import contextvars
+import functools
+from collections.abc import Generator, Iterator
+
+import pytest
+
+import backends
+
+
+@pytest.fixture(autouse=True)
+def _restore_global_flags() -> Iterator[None]:
+    """Every test starts and ends with the built-in defaults and global flags enabled."""
+    yield
+    backends.reset_defaults()
+    backends.enable_global_flags()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
+    """Run each test body in a copy of the current context, so a scope that a failing
+    test leaves entered cannot leak into the tests after it (process defaults are
+    reset by the fixture above)."""
+    test = pyfuncitem.obj
+    pyfuncitem.obj = functools.partial(contextvars.copy_context().run, test)
+    try:
+        return (yield)
+    finally:
+        pyfuncitem.obj = test
