@@ -63,8 +63,9 @@ def _flags_builder(prefix: str, members: dict[str, Flag]) -> Any:
     def flags(**kwargs: Any) -> Scope:
         if len(kwargs) == 1:  # the common `flags(deterministic=True)`: no key to build
             ((attribute, value),) = kwargs.items()
-            if (value is True or value is False) and attribute in single:
-                return single[attribute][value]  # a bool indexes (scope_false, scope_true)
+            pair = single.get(attribute)
+            if pair is not None and (value is True or value is False):
+                return pair[value]  # a bool indexes (scope_false, scope_true)
         for value in kwargs.values():
             if value is not True and value is not False and value is not None:
                 return build(kwargs)

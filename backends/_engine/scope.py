@@ -25,6 +25,7 @@ from .table import NAMES, Value
 
 F = TypeVar("F", bound=Callable[..., Any])
 _set, _reset = overrides.set, overrides.reset  # bound once: entry and exit are hot
+_NO_ENTRY = (None, None)
 
 
 class Scope:
@@ -69,11 +70,11 @@ class Scope:
         exc: BaseException | None = None,
         tb: TracebackType | None = None,
     ) -> None:
-        entry = current().get(ENTRY)
-        if entry is None or entry[0] is not self:
-            raise RuntimeError(self._refusal(entry))
+        scope, token = current().get(ENTRY, _NO_ENTRY)
+        if scope is not self:
+            raise RuntimeError(self._refusal(scope))
         try:
-            _reset(entry[1])
+            _reset(token)
         except (ValueError, RuntimeError):
             # ContextVar.reset: ValueError for a token of another Context,
             # RuntimeError for a token already used.
@@ -83,15 +84,15 @@ class Scope:
                 f"that entered it"
             ) from None
 
-    def _refusal(self, entry: tuple[Scope, Any] | None) -> str:
-        if entry is None:
+    def _refusal(self, innermost: Scope | None) -> str:
+        if innermost is None:
             return (
                 f"cannot exit {self!r}: it is not active in this context (it was entered "
                 f"in another thread or asyncio/trio task, or has already been exited)"
             )
         return (
             f"cannot exit {self!r}: the innermost scope active in this context is "
-            f"{entry[0]!r}; scopes must be exited innermost first, in the context "
+            f"{innermost!r}; scopes must be exited innermost first, in the context "
             f"that entered them"
         )
 
