@@ -8,6 +8,8 @@ import pytest
 
 import backends
 
+pytest_plugins = ["pytester"]
+
 
 @pytest.fixture(autouse=True)
 def _restore_global_flags() -> Iterator[None]:

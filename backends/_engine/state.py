@@ -103,6 +103,28 @@ def reset_defaults() -> None:
         _source.update(BUILTIN_SOURCE)
 
 
+class SavedDefaults(NamedTuple):
+    """Process defaults with their sources, and the freeze; for tools that must put
+    the process back as it was (the pytest plugin)."""
+
+    values: dict[str, Value]
+    sources: dict[str, str]
+    frozen: bool
+
+
+def save_defaults() -> SavedDefaults:
+    with _lock:
+        return SavedDefaults(dict(defaults), dict(_source), _frozen)
+
+
+def restore_defaults(saved: SavedDefaults) -> None:
+    global _frozen
+    with _lock:
+        defaults.update(saved.values)
+        _source.update(saved.sources)
+        _frozen = saved.frozen
+
+
 def set_frozen(frozen: bool) -> None:
     global _frozen
     with _lock:
