@@ -17,6 +17,8 @@ from ._engine.state import is_frozen as _is_frozen
 from ._engine.state import set_frozen as _set_frozen
 from ._engine.table import FLAGS, Flag
 from ._namespaces import cuda, cudnn, mkl, mkldnn, mps, openmp
+from .sync import install_hooks as _install_hooks
+from .sync import sync
 
 __version__ = "0.1.0"
 
@@ -24,8 +26,10 @@ __all__ = [
     "FLAGS", "Bound", "Flag", "FlagRow", "Scope", "Snapshot", "UnknownFlagError",
     "bind", "cuda", "cudnn", "describe", "deterministic", "disable_global_flags",
     "enable_global_flags", "flags", "flags_frozen", "mkl", "mkldnn", "mps", "openmp",
-    "reset_defaults", "set_defaults", "snapshot",
+    "reset_defaults", "set_defaults", "snapshot", "sync",
 ]
+
+_install_hooks()  # wraps CuPy's launch points when (or if already) CuPy imports them
 
 # `import backends.cudnn` and `from backends.cuda import matmul` work like torch's modules.
 for _ns in (cudnn, cudnn.conv, cuda, cuda.matmul, cuda.cufft_plan_cache, mps, mkl, mkldnn, openmp):

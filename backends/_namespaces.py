@@ -55,24 +55,71 @@ class Matmul(Namespace):
         return self.flags(allow_tf32=self.members["allow_tf32"].check(enabled))
 
 
+def _plan_cache(device: int | None, what: str) -> Any:
+    """CuPy's plan cache of the current thread on ``device`` (``None``: the current device)."""
+    if not cuda_info.is_available():
+        raise RuntimeError(f"{what}: {_NO_CUDA}")
+    import cupy
+
+    from .sync.cufft import current_cache
+
+    if device is None:
+        return current_cache()
+    count = cupy.cuda.runtime.getDeviceCount()
+    if type(device) is not int or not 0 <= device < count:
+        raise IndexError(f"cufft_plan_cache[{device!r}]: no such CUDA device (this machine has {count})")
+    with cupy.cuda.Device(device):
+        return current_cache()
+
+
+class PlanCacheView:
+    """One device's cuFFT plan cache in the current thread (``cufft_plan_cache[device]``).
+    ``max_size`` is the flag (the same for every device); ``size`` and ``clear()`` act
+    on this device's cache."""
+
+    def __init__(self, device: int) -> None:
+        self.device = device
+
+    @property
+    def max_size(self) -> int:
+        return read("cuda.cufft_plan_cache.max_size")  # type: ignore[return-value]
+
+    @max_size.setter
+    def max_size(self, value: int) -> None:
+        assign("cuda.cufft_plan_cache.max_size", value)
+
+    @property
+    def size(self) -> int:
+        """Plans cached for this device in the current thread."""
+        return int(_plan_cache(self.device, f"cufft_plan_cache[{self.device}].size").get_curr_size())
+
+    def clear(self) -> None:
+        _plan_cache(self.device, f"cufft_plan_cache[{self.device}].clear()").clear()
+
+    def __repr__(self) -> str:
+        return f"<cuFFT plan cache of device {self.device} in this thread>"
+
+
 class PlanCache(Namespace):
     """``backends.cuda.cufft_plan_cache``: CuPy's per-thread, per-device cuFFT plan cache,
-    shaped like torch's. ``max_size`` is a flag and works without CUDA; ``size``,
-    ``clear()`` and ``[device]`` raise ``RuntimeError`` without CUDA."""
+    shaped like torch's. ``max_size`` is a flag and works without CUDA; ``size``
+    (read-only), ``clear()`` and ``[device]`` (``IndexError`` for a device that does not
+    exist) raise ``RuntimeError`` without CUDA."""
 
     prefix = "cuda.cufft_plan_cache"
 
     @property
     def size(self) -> int:
         """Plans in the current thread's cache on the current device (read-only)."""
-        raise RuntimeError(f"cufft_plan_cache.size: {_NO_CUDA}")
+        return int(_plan_cache(None, "cufft_plan_cache.size").get_curr_size())
 
     def clear(self) -> None:
         """Drop every plan in the current thread's cache on the current device."""
-        raise RuntimeError(f"cufft_plan_cache.clear(): {_NO_CUDA}")
+        _plan_cache(None, "cufft_plan_cache.clear()").clear()
 
-    def __getitem__(self, device: int) -> Any:
-        raise RuntimeError(f"cufft_plan_cache[{device!r}]: {_NO_CUDA}")
+    def __getitem__(self, device: int) -> PlanCacheView:
+        _plan_cache(device, f"cufft_plan_cache[{device!r}]")  # checks CUDA and the device
+        return PlanCacheView(device)
 
 
 class Cuda(Namespace):

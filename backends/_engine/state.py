@@ -40,6 +40,9 @@ defaults: dict[str, Value] = dict(BUILTIN)
 _source: dict[str, str] = dict(BUILTIN_SOURCE)
 _lock = threading.Lock()
 _frozen = False
+#: Bumped on every process-default write, so the sync layer can tell "nothing
+#: changed" from the frame's identity plus this number, without reading flags.
+version = 0
 
 
 def read(name: str) -> Value:
@@ -81,26 +84,32 @@ def assign(name: str, value: object) -> None:
                 f"`with backends.{attribute[0]}.flags({attribute[2]}={checked!r}):` "
                 f"(or backends.flags({{{name!r}: {checked!r}}})) instead"
             )
+        global version
         with _lock:
             defaults[name] = checked
             _source[name] = "process default"
+            version += 1
         return
     overrides.set({**frame, name: checked})  # same entry: undone when that scope exits
 
 
 def set_defaults(mapping: Mapping[str, Any]) -> None:
     """Set process defaults by dotted name, from anywhere (scope or not, frozen or not)."""
+    global version
     checked = check_mapping(mapping, "set_defaults()")
     with _lock:
         defaults.update(checked)
         _source.update(dict.fromkeys(checked, "process default"))
+        version += 1
 
 
 def reset_defaults() -> None:
     """Restore the built-in defaults (as set by environment variables at import)."""
+    global version
     with _lock:
         defaults.update(BUILTIN)
         _source.update(BUILTIN_SOURCE)
+        version += 1
 
 
 class SavedDefaults(NamedTuple):
@@ -118,11 +127,12 @@ def save_defaults() -> SavedDefaults:
 
 
 def restore_defaults(saved: SavedDefaults) -> None:
-    global _frozen
+    global _frozen, version
     with _lock:
         defaults.update(saved.values)
         _source.update(saved.sources)
         _frozen = saved.frozen
+        version += 1
 
 
 def set_frozen(frozen: bool) -> None:

@@ -1,0 +1,56 @@
+"""cuSOLVER: ``cuda.preferred_linalg_library``.
+
+CuPy solves with cuSOLVER only, so the flag is a preference, as in torch: with
+``"magma"`` effective when a cuSOLVER routine launches, a ``UserWarning`` says once
+per process that cuSOLVER is used instead. ``"default"`` and ``"cusolver"`` are
+what CuPy does anyway. The wrapped routines are every public function of
+``cupy_backends.cuda.libs.cusolver`` except handle and stream management.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from types import ModuleType
+from typing import Any
+
+from .._engine.state import read
+
+MODULE = "cupy_backends.cuda.libs.cusolver"
+
+_NOT_ROUTINES = ("create", "destroy", "spCreate", "spDestroy", "setStream", "getStream", "get", "set")
+_warned = False
+
+
+def check() -> None:
+    global _warned
+    if not _warned and read("cuda.preferred_linalg_library") == "magma":
+        _warned = True
+        warnings.warn(
+            "backends.cuda.preferred_linalg_library is 'magma', but CuPy ships only cuSOLVER: "
+            "using cuSOLVER (as torch falls back when a preferred library is unavailable)",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def _wrap(original: Any) -> Any:
+    @functools.wraps(original)
+    def routine(*args: Any, **kwargs: Any) -> Any:
+        check()
+        return original(*args, **kwargs)
+
+    routine.__backends_wrapped__ = original  # type: ignore[attr-defined]
+    return routine
+
+
+def install(module: ModuleType) -> None:
+    for name in dir(module):
+        function = getattr(module, name)
+        if name.startswith(("_", *_NOT_ROUTINES)) or not callable(function) or isinstance(function, type):
+            continue
+        setattr(module, name, _wrap(getattr(function, "__backends_wrapped__", function)))
+
+
+def sync() -> None:
+    check()
