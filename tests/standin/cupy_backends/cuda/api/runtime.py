@@ -1,0 +1,114 @@
+"""Stand-in for ``cupy_backends.cuda.api.runtime``.
+
+The current device is per Python thread (as the CUDA runtime's is per host thread),
+0 by default. ``STANDIN_CUPY_NO_GPU=1`` simulates a machine without a driver and
+``STANDIN_CUPY_DEVICES=n`` sets the device count (default 2); both are read at call time.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+is_hip = False
+_is_hip_environment = False
+
+# cudaDataType_t (library_types.h), as in _runtime_enum.pxd
+CUDA_R_32F = 0
+CUDA_R_64F = 1
+CUDA_R_16F = 2
+CUDA_R_8I = 3
+CUDA_C_32F = 4
+CUDA_C_64F = 5
+CUDA_C_16F = 6
+CUDA_C_8I = 7
+CUDA_R_8U = 8
+CUDA_C_8U = 9
+CUDA_R_16BF = 14
+
+errorInvalidValue = 1
+errorInsufficientDriver = 35
+errorNoDevice = 100
+errorInvalidDevice = 101
+
+deviceAttributeComputeCapabilityMajor = 75
+deviceAttributeComputeCapabilityMinor = 76
+
+_ERRORS = {
+    errorInvalidValue: ("cudaErrorInvalidValue", "invalid argument"),
+    errorInsufficientDriver: (
+        "cudaErrorInsufficientDriver",
+        "CUDA driver version is insufficient for CUDA runtime version",
+    ),
+    errorNoDevice: ("cudaErrorNoDevice", "no CUDA-capable device is detected"),
+    errorInvalidDevice: ("cudaErrorInvalidDevice", "invalid device ordinal"),
+}
+
+_RUNTIME_VERSION = 12080
+_DRIVER_VERSION = 12080
+
+
+class CUDARuntimeError(RuntimeError):
+    def __init__(self, status: int) -> None:
+        self.status = status
+        name, message = _ERRORS.get(status, ("cudaErrorUnknown", "unknown error"))
+        super().__init__(f"{name}: {message}")
+
+    def __reduce__(self) -> tuple[type, tuple[int]]:
+        return (type(self), (self.status,))
+
+
+_local = threading.local()
+
+
+def _no_gpu() -> bool:
+    return os.environ.get("STANDIN_CUPY_NO_GPU", "0") not in ("", "0")
+
+
+def _check() -> None:
+    if _no_gpu():
+        raise CUDARuntimeError(errorInsufficientDriver)
+
+
+def getDeviceCount() -> int:
+    _check()
+    return int(os.environ.get("STANDIN_CUPY_DEVICES", "2"))
+
+
+def getDevice() -> int:
+    _check()
+    return getattr(_local, "device", 0)
+
+
+def setDevice(device: int) -> None:
+    _check()
+    device = int(device)
+    if not 0 <= device < getDeviceCount():
+        raise CUDARuntimeError(errorInvalidDevice)
+    _local.device = device
+
+
+def deviceSynchronize() -> None:
+    _check()
+
+
+def deviceGetAttribute(attrib: int, device: int) -> int:
+    _check()
+    if not 0 <= device < getDeviceCount():
+        raise CUDARuntimeError(errorInvalidDevice)
+    cc = os.environ.get("STANDIN_CUPY_CC", "90")
+    if attrib == deviceAttributeComputeCapabilityMajor:
+        return int(cc[:-1])
+    if attrib == deviceAttributeComputeCapabilityMinor:
+        return int(cc[-1])
+    raise CUDARuntimeError(errorInvalidValue)
+
+
+def runtimeGetVersion() -> int:
+    """The CUDA version CuPy was built with: known without a driver, as in CuPy."""
+    return _RUNTIME_VERSION
+
+
+def driverGetVersion() -> int:
+    """0 without a driver, as ``cudaDriverGetVersion`` reports."""
+    return 0 if _no_gpu() else _DRIVER_VERSION

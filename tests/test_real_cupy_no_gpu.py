@@ -1,0 +1,89 @@
+"""With the real CuPy wheel installed and no driver, backends changes nothing about CuPy.
+
+CI runs this file in a second virtual environment that has ``cupy-cuda12x`` (the
+wheel alone, no CUDA libraries, no driver); elsewhere it is skipped.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("cupy") is None,
+    reason="needs the real CuPy wheel (CI installs cupy-cuda12x in a second venv for this file)",
+)
+
+PROBE = """
+import json, sys, warnings
+warnings.simplefilter("error")
+order = sys.argv[1]
+if order == "backends first":
+    import backends, cupy
+elif order == "cupy first":
+    import cupy, backends
+else:
+    import cupy
+    backends = None
+
+def outcome(call):
+    try:
+        return ["ok", repr(call())]
+    except BaseException as error:
+        return [type(error).__name__, str(error)]
+
+def load_cublas():
+    from cupy_backends.cuda.libs import cublas
+    return cublas.__name__
+
+report = {
+    "cupy.cuda.is_available": outcome(cupy.cuda.is_available),
+    "cupy.ones": outcome(lambda: cupy.ones(3)),
+    "cublas": outcome(load_cublas),
+    "fft": outcome(lambda: cupy.fft.fft(cupy.ones(4))),
+}
+if backends is not None:
+    report["backends.cuda.is_built"] = outcome(backends.cuda.is_built)
+    report["backends.cuda.is_available"] = outcome(backends.cuda.is_available)
+    report["backends.cudnn.version"] = outcome(backends.cudnn.version)
+    report["backends.sync"] = outcome(backends.sync)
+    report["plan cache size"] = outcome(lambda: backends.cuda.cufft_plan_cache.size)
+print(json.dumps(report))
+"""
+
+
+def _probe(order: str) -> dict[str, list[str]]:
+    done = subprocess.run([sys.executable, "-c", PROBE, order], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "", done.stderr  # no warnings either
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("order", ["backends first", "cupy first"])
+def test_cupy_behaves_exactly_as_without_backends(order: str) -> None:
+    alone, together = _probe("cupy alone"), _probe(order)
+    for key, result in alone.items():
+        assert together[key] == result, key
+    assert together["cupy.cuda.is_available"] == ["ok", "False"]
+
+
+@pytest.mark.parametrize("order", ["backends first", "cupy first"])
+def test_backends_answers_without_raising(order: str) -> None:
+    report = _probe(order)
+    assert report["backends.cuda.is_built"] == ["ok", "True"]
+    assert report["backends.cuda.is_available"] == ["ok", "False"]
+    assert report["backends.cudnn.version"] == ["ok", "None"]
+    assert report["backends.sync"] == ["ok", "None"]
+    assert report["plan cache size"][0] == "RuntimeError"
+    assert "CUDA is not available" in report["plan cache size"][1]
+
+
+def test_python_m_backends_reports_cupy_and_passes() -> None:
+    done = subprocess.run([sys.executable, "-m", "backends"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "cuda.is_built()        True" in done.stdout
+    assert "cuda.is_available()    False" in done.stdout
