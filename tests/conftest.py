@@ -10,6 +10,8 @@ import backends
 
 pytest_plugins = ["pytester"]
 
+from tests.standin_fixture import standin_cupy  # noqa: E402, F401  (the stand-in CuPy fixture)
+
 
 @pytest.fixture(autouse=True)
 def _restore_global_flags() -> Iterator[None]:

@@ -1,0 +1,293 @@
+"""Stand-in for ``cupy_backends.cuda.libs.cublas``: fake handles that record every launch.
+
+Constants and positional signatures are CuPy 14's (``cublas.pxd`` / ``cublas.pyx``).
+A handle is an int that no ``create()`` in this process ever returns again (even
+after this module is re-imported); its math mode starts at ``CUBLAS_DEFAULT_MATH``.
+Using a destroyed (or never created) handle raises ``ValueError``.
+
+``RECORDER`` holds, in call order:
+
+- ``launches``: a ``Launch(function, handle, math_mode, compute_type, thread)`` for
+  every GEMM/GEAM: the handle's math mode at the call, the ``computeType`` argument
+  (``None`` for functions without one) and ``threading.get_ident()``;
+- ``math_mode_calls``: a ``MathModeCall(handle, mode, thread)`` for every ``setMathMode``;
+- ``created``: a ``Created(handle, device, thread)`` for every ``create()``;
+- ``destroyed``: the handles passed to ``destroy()``.
+
+``RECORDER.reset()`` empties them all (handles and their math modes are kept).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import NamedTuple
+
+from cupy_backends.cuda.api import runtime as _runtime
+from cupy_backends.cuda.libs._check import require as _require
+
+_require("cublas")
+
+# Enums, as in cublas.pxd
+CUBLAS_OP_N = 0
+CUBLAS_OP_T = 1
+CUBLAS_OP_C = 2
+
+CUBLAS_POINTER_MODE_HOST = 0
+CUBLAS_POINTER_MODE_DEVICE = 1
+
+CUBLAS_SIDE_LEFT = 0
+CUBLAS_SIDE_RIGHT = 1
+
+CUBLAS_FILL_MODE_LOWER = 0
+CUBLAS_FILL_MODE_UPPER = 1
+
+CUBLAS_DIAG_NON_UNIT = 0
+CUBLAS_DIAG_UNIT = 1
+
+CUBLAS_GEMM_DEFAULT = -1
+CUBLAS_GEMM_DEFAULT_TENSOR_OP = 99
+CUBLAS_GEMM_DFALT = -1
+CUBLAS_GEMM_DFALT_TENSOR_OP = 99
+
+CUBLAS_DEFAULT_MATH = 0
+CUBLAS_TENSOR_OP_MATH = 1
+
+CUBLAS_COMPUTE_16F = 64
+CUBLAS_COMPUTE_16F_PEDANTIC = 65
+CUBLAS_COMPUTE_32F = 68
+CUBLAS_COMPUTE_32F_PEDANTIC = 69
+CUBLAS_COMPUTE_32F_FAST_16F = 74
+CUBLAS_COMPUTE_32F_FAST_16BF = 75
+CUBLAS_COMPUTE_32F_FAST_TF32 = 77
+CUBLAS_COMPUTE_64F = 70
+CUBLAS_COMPUTE_64F_PEDANTIC = 71
+CUBLAS_COMPUTE_32I = 72
+CUBLAS_COMPUTE_32I_PEDANTIC = 73
+
+_STATUS = {
+    0: "CUBLAS_STATUS_SUCCESS",
+    1: "CUBLAS_STATUS_NOT_INITIALIZED",
+    3: "CUBLAS_STATUS_ALLOC_FAILED",
+    7: "CUBLAS_STATUS_INVALID_VALUE",
+    8: "CUBLAS_STATUS_ARCH_MISMATCH",
+    11: "CUBLAS_STATUS_MAPPING_ERROR",
+    13: "CUBLAS_STATUS_EXECUTION_FAILED",
+    14: "CUBLAS_STATUS_INTERNAL_ERROR",
+    15: "CUBLAS_STATUS_NOT_SUPPORTED",
+    16: "CUBLAS_STATUS_LICENSE_ERROR",
+}
+
+
+class CUBLASError(RuntimeError):
+    def __init__(self, status: int) -> None:
+        self.status = status
+        super().__init__(_STATUS.get(status, f"CUBLAS_STATUS_{status}"))
+
+    def __reduce__(self) -> tuple[type, tuple[int]]:
+        return (type(self), (self.status,))
+
+
+class Launch(NamedTuple):
+    function: str
+    handle: int
+    math_mode: int
+    compute_type: int | None
+    thread: int
+
+
+class MathModeCall(NamedTuple):
+    handle: int
+    mode: int
+    thread: int
+
+
+class Created(NamedTuple):
+    handle: int
+    device: int
+    thread: int
+
+
+class Recorder:
+    """What the fake cuBLAS saw; every list is appended to under ``lock``."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.launches: list[Launch] = []
+        self.math_mode_calls: list[MathModeCall] = []
+        self.created: list[Created] = []
+        self.destroyed: list[int] = []
+
+    def reset(self) -> None:
+        with self.lock:
+            self.launches.clear()
+            self.math_mode_calls.clear()
+            self.created.clear()
+            self.destroyed.clear()
+
+
+RECORDER = Recorder()
+
+_lock = threading.RLock()  # reentrant: a Handle dropped by the GC mid-call destroys itself
+_math_modes: dict[int, int] = {}  # live handle -> math mode
+_devices: dict[int, int] = {}  # handle -> the device current at create()
+_last_handle = 0
+
+
+def _new_handle() -> int:
+    # Monotonic nanoseconds: a later import of this module starts above every handle
+    # an earlier one gave out (a create() takes far longer than a nanosecond).
+    global _last_handle
+    _last_handle = max(_last_handle + 1, time.monotonic_ns())
+    return _last_handle
+
+
+def _live(handle: int) -> int:
+    mode = _math_modes.get(handle)
+    if mode is None:
+        raise ValueError(f"invalid cuBLAS handle {handle!r} (destroyed or never created)")
+    return mode
+
+
+def handle_device(handle: int) -> int:
+    """The device that was current when ``handle`` was created (stand-in only)."""
+    return _devices[handle]
+
+
+###############################################################################
+# Context
+###############################################################################
+
+
+def create() -> int:
+    if _runtime._no_gpu():
+        raise CUBLASError(1)
+    device = _runtime.getDevice()
+    with _lock:
+        handle = _new_handle()
+        _math_modes[handle] = CUBLAS_DEFAULT_MATH
+        _devices[handle] = device
+    with RECORDER.lock:
+        RECORDER.created.append(Created(handle, device, threading.get_ident()))
+    return handle
+
+
+def destroy(handle: int) -> None:
+    with _lock:
+        _live(handle)
+        del _math_modes[handle]
+    with RECORDER.lock:
+        RECORDER.destroyed.append(handle)
+
+
+def getVersion(handle: int) -> int:
+    _live(handle)
+    return 120804
+
+
+def setStream(handle: int, stream: int) -> None:
+    _live(handle)
+
+
+def getStream(handle: int) -> int:
+    _live(handle)
+    return 0
+
+
+###############################################################################
+# Math Mode
+###############################################################################
+
+
+def setMathMode(handle: int, mode: int) -> None:
+    mode = int(mode)
+    with _lock:
+        _live(handle)
+        _math_modes[handle] = mode
+        with RECORDER.lock:
+            RECORDER.math_mode_calls.append(MathModeCall(handle, mode, threading.get_ident()))
+
+
+def getMathMode(handle: int) -> int:
+    with _lock:
+        return _live(handle)
+
+
+def _launch(function: str, handle: int, compute_type: int | None = None) -> None:
+    if compute_type is not None:
+        compute_type = int(compute_type)
+    with _lock:
+        mode = _live(handle)
+        with RECORDER.lock:
+            RECORDER.launches.append(Launch(function, handle, mode, compute_type, threading.get_ident()))
+
+
+###############################################################################
+# BLAS Level 3
+###############################################################################
+
+
+def sgemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
+    _launch("sgemm", handle)
+
+
+def dgemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
+    _launch("dgemm", handle)
+
+
+def cgemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
+    _launch("cgemm", handle)
+
+
+def zgemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
+    _launch("zgemm", handle)
+
+
+def sgemmBatched(handle, transa, transb, m, n, k, alpha, Aarray, lda, Barray, ldb, beta, Carray, ldc, batchCount):
+    _launch("sgemmBatched", handle)
+
+
+def dgemmBatched(handle, transa, transb, m, n, k, alpha, Aarray, lda, Barray, ldb, beta, Carray, ldc, batchCount):
+    _launch("dgemmBatched", handle)
+
+
+def cgemmBatched(handle, transa, transb, m, n, k, alpha, Aarray, lda, Barray, ldb, beta, Carray, ldc, batchCount):
+    _launch("cgemmBatched", handle)
+
+
+def zgemmBatched(handle, transa, transb, m, n, k, alpha, Aarray, lda, Barray, ldb, beta, Carray, ldc, batchCount):
+    _launch("zgemmBatched", handle)
+
+
+###############################################################################
+# BLAS extension
+###############################################################################
+
+
+def sgeam(handle, transa, transb, m, n, alpha, A, lda, beta, B, ldb, C, ldc):
+    _launch("sgeam", handle)
+
+
+def dgeam(handle, transa, transb, m, n, alpha, A, lda, beta, B, ldb, C, ldc):
+    _launch("dgeam", handle)
+
+
+def sgemmEx(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc):
+    _launch("sgemmEx", handle)
+
+
+def gemmEx(
+    handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, computeType, algo
+):
+    _launch("gemmEx", handle, computeType)
+
+
+def gemmStridedBatchedEx(
+    handle, transa, transb, m, n, k, alpha,
+    A, Atype, lda, strideA,
+    B, Btype, ldb, strideB,
+    beta,
+    C, Ctype, ldc, strideC,
+    batchCount, computeType, algo,
+):
+    _launch("gemmStridedBatchedEx", handle, computeType)

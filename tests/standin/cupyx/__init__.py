@@ -1,0 +1,5 @@
+"""Stand-in for ``cupyx``."""
+
+from cupyx import scipy
+
+__all__ = ["scipy"]
