@@ -36,3 +36,14 @@ def test_bench_core_quick_prints_every_row() -> None:
     for row in TARGETED:
         text = next(line for line in lines if line.startswith(row))
         assert text.endswith((" met", " MISSED")), f"no verdict on {text!r}"
+
+
+def test_bench_sync_quick_prints_the_sync_cost_with_a_verdict() -> None:
+    result = subprocess.run(
+        [sys.executable, "benchmarks/bench_sync.py", "--quick"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    line = next(line for line in result.stdout.splitlines() if line.startswith("backends.sync(), nothing changed"))
+    assert line.rstrip().endswith(("met", "MISSED")), line
+    assert "per GEMM" in result.stdout

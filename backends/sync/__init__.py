@@ -39,6 +39,12 @@ TARGETS = {
 #: target name -> its module, once its CuPy module is imported and wrapped
 installed: dict[str, Any] = {}
 _last = threading.local()  # (frame, version, device) last pushed by sync() in this thread
+_device_query: Any = None  # cupy.cuda.device.get_device_id, once CuPy has imported it
+
+
+def _watch_device(module: Any) -> None:
+    global _device_query
+    _device_query = module.get_device_id
 
 
 def _installer(target: str) -> hooks.Hook:
@@ -54,6 +60,7 @@ def install_hooks() -> None:
     """Watch for CuPy's modules (idempotent: hooks are registered once)."""
     if not getattr(install_hooks, "done", False):
         install_hooks.done = True  # type: ignore[attr-defined]
+        hooks.when_imported("cupy.cuda.device", _watch_device)
         for module, target in TARGETS.items():
             hooks.when_imported(module, _installer(target))
 
@@ -67,22 +74,26 @@ def sync() -> None:
     """Push the effective flags into the current thread's CuPy handles and plan cache
     on the current device, now. A no-op without CuPy, a driver or a GPU.
 
-    Costs one identity comparison when nothing changed since this thread's last sync.
+    Costs CuPy's current-device query and one comparison when nothing changed since
+    this thread's last sync.
     """
-    if not installed:
+    query = _device_query
+    if query is None or not installed:
         return
-    device_module = sys.modules.get("cupy.cuda.device")
     try:
-        device = device_module.get_device_id() if device_module is not None else None
+        device = query()
     except Exception:  # no driver or no device: nothing to push into
         return
-    key = getattr(_last, "key", None)
-    frame, version = current(), state.version
-    if key is not None and key[0] is frame and key[1] == version and key[2] == device:
-        return
-    if "cublas" in installed and device_module is not None:
-        installed["cublas"].sync(device_module)
+    key = (current(), state.version, device)
+    try:
+        # Tuple equality checks identity first: the same frame object means nothing changed.
+        if _last.key == key:
+            return
+    except AttributeError:  # this thread's first sync
+        pass
+    if "cublas" in installed:
+        installed["cublas"].sync(sys.modules["cupy.cuda.device"])
     for name in ("cufft", "cusolver"):
         if name in installed:
             installed[name].sync()
-    _last.key = (frame, version, device)
+    _last.key = key
