@@ -9,6 +9,8 @@ cublas     cupy_backends.cuda.libs.cublas     cuda.matmul.* (math mode, compute 
 cufft      cupy.fft._fft                      cuda.cufft_plan_cache.max_size
 cusolver   cupy_backends.cuda.libs.cusolver   cuda.preferred_linalg_library
 cudnn      cupyx.cudnn (CuPy 13)              cudnn.*
+cudnn_     cudnn (NVIDIA's cuDNN frontend)    cudnn.enabled, deterministic, allow_tf32
+frontend
 ========== ================================== ==========================================
 
 A target is installed by a post-import hook when its CuPy module is imported, so
@@ -34,6 +36,7 @@ TARGETS = {
     "cupy.fft._fft": "cufft",
     "cupy_backends.cuda.libs.cusolver": "cusolver",
     "cupyx.cudnn": "cudnn",
+    "cudnn": "cudnn_frontend",
 }
 
 #: target name -> its module, once its CuPy module is imported and wrapped
