@@ -12,14 +12,14 @@ import enum
 from typing import Any, NamedTuple
 
 
-class data_type(enum.Enum):  # noqa: N801 - the frontend's names
+class data_type(enum.Enum):
     FLOAT = 0
     DOUBLE = 1
     HALF = 2
     BFLOAT16 = 9
 
 
-class numerical_note(enum.Enum):  # noqa: N801
+class numerical_note(enum.Enum):
     TENSOR_CORE = 0
     DOWN_CONVERT_INPUTS = 1
     REDUCED_PRECISION_REDUCTION = 2
@@ -45,7 +45,7 @@ class GraphContext(NamedTuple):
     compute_data_type: Any
 
 
-class pygraph:  # noqa: N801
+class pygraph:
     def __init__(self, name: str = "test_graph", io_data_type: Any = None, intermediate_data_type: Any = None,
                  compute_data_type: Any = None, handle: Any = None) -> None:
         self.context = GraphContext(io_data_type, intermediate_data_type or io_data_type,
