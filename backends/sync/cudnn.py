@@ -13,7 +13,7 @@ flags, so the flags can only make a call stricter than its caller asked:
 * ``cudnn.allow_tf32`` False: ``tensor_core="never"`` for float32 inputs.
 
 ``cudnn.benchmark_limit`` has no knob in CuPy 13: it is not pushed anywhere.
-NVIDIA's cuDNN frontend (the ``cudnn`` Python package) is not wired yet.
+NVIDIA's cuDNN frontend is the target in ``cudnn_frontend.py``.
 """
 
 from __future__ import annotations
