@@ -75,17 +75,18 @@ def invalidate() -> None:
 
 def sync() -> None:
     """Push the effective flags into the current thread's CuPy handles and plan cache
-    on the current device, now. A no-op without CuPy, a driver or a GPU.
+    on the current device, now. A no-op without CuPy, a driver, a GPU or the CUDA
+    libraries.
 
     Costs CuPy's current-device query and one comparison when nothing changed since
     this thread's last sync.
     """
     query = _device_query
-    if query is None or not installed:
+    if query is None:  # CuPy is not imported: nothing to push into
         return
     try:
         device = query()
-    except Exception:  # no driver or no device: nothing to push into
+    except Exception:  # no driver or no device
         return
     key = (current(), state.version, device)
     try:
@@ -94,8 +95,16 @@ def sync() -> None:
             return
     except AttributeError:  # this thread's first sync
         pass
+    device_module = sys.modules.get("cupy.cuda.device")
+    if device_module is None:
+        return
+    try:
+        # CuPy creates the handle, and imports cuBLAS (so our hook wraps it) on first use.
+        handle = device_module.get_cublas_handle()
+    except ImportError:  # the CUDA libraries are not installed
+        return
     if "cublas" in installed:
-        installed["cublas"].sync(sys.modules["cupy.cuda.device"])
+        installed["cublas"].prepare(handle)
     for name in ("cufft", "cusolver"):
         if name in installed:
             installed[name].sync()

@@ -97,6 +97,7 @@ def prepare(handle: int, kind: int = FP16) -> bool:
     if _mode_on.get(handle) != mode and _set_math_mode is not None:
         _set_math_mode(handle, mode)
         _mode_on[handle] = mode
+        invalidate()  # this thread's last sync() no longer describes the handle
     return seen[3]
 
 
@@ -163,7 +164,3 @@ def install(module: ModuleType) -> None:
 def _unwrapped(function: Any) -> Any:
     return getattr(function, "__backends_wrapped__", function)
 
-
-def sync(cupy_device: ModuleType) -> None:
-    """Push the math mode onto the current thread's handle for the current device."""
-    prepare(cupy_device.get_cublas_handle())

@@ -11,6 +11,7 @@ the one plan-cache setting cuFFT-side, and this makes it follow the launcher.
 from __future__ import annotations
 
 import functools
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -48,4 +49,5 @@ def current_cache() -> Any:
 
 
 def sync() -> None:
-    fit(current_cache())
+    if "cupy.fft._cache" in sys.modules:  # else CuPy was unloaded: nothing to push into
+        fit(current_cache())
