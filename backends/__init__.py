@@ -27,6 +27,7 @@ __all__ = [
     "bind", "cuda", "cudnn", "describe", "deterministic", "disable_global_flags",
     "enable_global_flags", "flags", "flags_frozen", "mkl", "mkldnn", "mps", "openmp",
     "reset_defaults", "set_defaults", "snapshot", "sync",
+    "asyncio", "trio", "ThreadPoolExecutor", "Thread", "run_in_executor",
 ]
 
 _install_hooks()  # wraps CuPy's launch points when (or if already) CuPy imports them
@@ -79,10 +80,30 @@ def flags_frozen() -> bool:
     return _is_frozen()
 
 
+_LAZY = {
+    # name -> (module, attribute or None for the module itself): imported on first use,
+    # so `import backends` does not import asyncio, trio or concurrent.futures.
+    "asyncio": ("backends.integrations.asyncio", None),
+    "trio": ("backends.integrations.trio", None),
+    "ThreadPoolExecutor": ("backends.integrations.executors", "ThreadPoolExecutor"),
+    "Thread": ("backends.integrations.executors", "Thread"),
+    "run_in_executor": ("backends.integrations.executors", "run_in_executor"),
+}
+
+
 def __getattr__(name: str) -> object:
     # PEP 562: only called for names the module does not have.
+    if name in _LAZY:
+        import importlib
+
+        module_name, attribute = _LAZY[name]
+        module = importlib.import_module(module_name)
+        value = module if attribute is None else getattr(module, attribute)
+        globals()[name] = value
+        return value
     from ._engine.errors import UnknownFlagError, did_you_mean
 
     if name.startswith("__"):
         raise AttributeError(name)
-    raise UnknownFlagError(f"module 'backends' has no attribute {name!r}{did_you_mean(name, __all__)}")
+    candidates = [*__all__, *_LAZY]
+    raise UnknownFlagError(f"module 'backends' has no attribute {name!r}{did_you_mean(name, candidates)}")

@@ -1,0 +1,56 @@
+"""Threads and executors that carry the flags: each call runs in a copy of the
+context of the code that submitted it.
+
+On Python 3.11 to 3.13 a plain ``threading.Thread``, ``ThreadPoolExecutor.submit``
+and ``loop.run_in_executor`` start from the worker thread's own context, so scope
+overrides are lost there (``asyncio.to_thread`` copies the context). Python 3.14's
+``threading.Thread(context=...)`` and ``-X thread_inherit_context`` change this for
+plain threads only; executors still reuse their worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class ThreadPoolExecutor(concurrent.futures.ThreadPoolExecutor):
+    """A drop-in ``concurrent.futures.ThreadPoolExecutor`` whose ``submit`` and ``map``
+    run each call in a copy of the submitting context, as ``asyncio.to_thread`` does.
+
+    A worker thread never keeps a context from an earlier call: each call gets the
+    copy taken when it was submitted, and changes made in it stay there.
+    """
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
+        return super().submit(contextvars.copy_context().run, fn, *args, **kwargs)
+
+    # Executor.map calls self.submit once per item, in the submitting thread.
+
+
+def run_in_executor(
+    executor: concurrent.futures.Executor | None, fn: Callable[..., T], *args: Any
+) -> asyncio.Future[T]:
+    """``loop.run_in_executor(executor, fn, *args)`` in a copy of the current context,
+    so ``fn`` sees the calling task's flags. Must be called from a running event loop
+    (raises ``RuntimeError`` otherwise, as ``asyncio.get_running_loop()`` does)."""
+    loop = asyncio.get_running_loop()
+    return loop.run_in_executor(executor, contextvars.copy_context().run, fn, *args)
+
+
+class Thread(threading.Thread):
+    """A ``threading.Thread`` that runs in a copy of its creator's context, taken when
+    the thread object is created (what Python 3.14 does with ``thread_inherit_context``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._backends_context = contextvars.copy_context()
+
+    def run(self) -> None:
+        self._backends_context.run(super().run)

@@ -1,0 +1,21 @@
+"""Task-step sync for trio: ``trio.run(main, instruments=[backends.trio.Instrument()])``.
+
+trio calls an instrument's ``before_task_step`` from its run loop, outside the
+task's context, so the instrument runs ``backends.sync()`` inside ``task.context``:
+the handle then carries the flags of the task about to run. anyio on its trio
+backend takes the same instrument (``anyio.run(main, backend="trio",
+backend_options={"instruments": [...]})``).
+"""
+
+from __future__ import annotations
+
+import trio
+
+from ..sync import sync
+
+
+class Instrument(trio.abc.Instrument):
+    """Calls ``backends.sync()`` in each task's context before each of its steps."""
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        task.context.run(sync)
