@@ -163,17 +163,22 @@ def test_decorated_generator_override_is_invisible_to_its_consumer_between_yield
     assert matmul.allow_tf32 is False
 
 
-def test_decorated_generator_sees_consumer_changes_it_does_not_override() -> None:
+def test_decorated_generator_runs_in_its_own_context_copied_when_it_starts() -> None:
+    # Scopes and assignments inside the generator span its yields; the consumer's
+    # changes made after the generator started are not seen inside it (as for a task).
     @matmul.tf32(True)
-    def gen() -> Iterator[tuple[bool, bool]]:
-        yield matmul.allow_tf32, cudnn.deterministic
-        yield matmul.allow_tf32, cudnn.deterministic
+    def gen() -> Iterator[tuple[bool, bool, bool]]:
+        with cudnn.flags(benchmark=True):
+            yield matmul.allow_tf32, cudnn.deterministic, cudnn.benchmark
+            cudnn.enabled = False
+            yield matmul.allow_tf32, cudnn.deterministic, cudnn.enabled
 
     it = gen()
-    assert next(it) == (True, False)
+    assert next(it) == (True, False, True)
     with cudnn.flags(deterministic=True):
-        assert next(it) == (True, True)
+        assert next(it) == (True, False, False)
         assert matmul.allow_tf32 is False
+        assert cudnn.benchmark is False and cudnn.enabled is True
 
 
 def test_decorated_generator_send_throw_and_close_keep_the_override_and_restore() -> None:
@@ -787,3 +792,46 @@ def test_scopes_built_with_bad_arguments_raise_before_anything_is_entered() -> N
     with pytest.raises(TypeError), cudnn.flags(deterministic=True, benchmark=1):
         pass  # pragma: no cover
     assert state() == before
+
+
+def test_async_generator_with_a_scope_spanning_its_yields_keeps_both_overrides() -> None:
+    @matmul.tf32(True)
+    async def stream() -> AsyncIterator[tuple[bool, bool]]:
+        async with cudnn.flags(benchmark=True):
+            for _ in range(2):
+                await asyncio.sleep(0)
+                yield matmul.allow_tf32, cudnn.benchmark
+
+    async def consume() -> list[object]:
+        seen: list[object] = []
+        async for item in stream():
+            seen.append((item, matmul.allow_tf32, cudnn.benchmark))
+        return seen
+
+    assert asyncio.run(consume()) == [((True, True), False, False)] * 2
+    assert matmul.allow_tf32 is False and cudnn.benchmark is False
+
+
+def test_bind_applies_its_flags_to_a_generators_body() -> None:
+    def read() -> Iterator[bool]:
+        yield cudnn.deterministic
+        yield cudnn.deterministic
+
+    with cudnn.flags(deterministic=True):
+        bound = backends.bind(read)
+    assert list(bound()) == [True, True]
+    assert cudnn.deterministic is False
+
+
+def test_bind_applies_its_flags_to_an_async_generators_body() -> None:
+    async def read() -> AsyncIterator[bool]:
+        await asyncio.sleep(0)
+        yield cudnn.deterministic
+
+    with cudnn.flags(deterministic=True):
+        bound = backends.bind(read)
+
+    async def consume() -> list[bool]:
+        return [item async for item in bound()]
+
+    assert asyncio.run(consume()) == [True]

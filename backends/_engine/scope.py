@@ -14,8 +14,9 @@ Semantics, in the manner of ``decimal.localcontext`` and ``contextlib``:
 
 from __future__ import annotations
 
+import contextvars
 import functools
-from collections.abc import Callable, Coroutine, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterator, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -157,31 +158,29 @@ def _coroutine(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _generator(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]:
-    # Each step of the inner generator runs inside the scope; the consumer's code
-    # between steps does not.
-    enter, exit_ = scope.__enter__, scope.__exit__
-
+    # The generator's code runs in a context of its own, copied when it starts, with
+    # the scope entered there: every step sees the override (and scopes or assignments
+    # that span a yield), and the consumer between steps does not.
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         inner = fn(*args, **kwargs)
+        context = contextvars.copy_context()
+        context.run(scope.__enter__)
         sent: Any = None
         thrown: BaseException | None = None
         while True:
-            enter()
             try:
-                item = inner.send(sent) if thrown is None else inner.throw(thrown)
+                if thrown is None:
+                    item = context.run(inner.send, sent)
+                else:
+                    item = context.run(inner.throw, thrown)
             except StopIteration as stop:
                 return stop.value
             finally:
                 thrown = None
-                exit_()
             try:
                 sent = yield item
             except GeneratorExit:
-                enter()
-                try:
-                    inner.close()
-                finally:
-                    exit_()
+                context.run(inner.close)
                 raise
             except BaseException as error:  # thrown in by the consumer: pass it on
                 thrown, sent = error, None
@@ -190,39 +189,64 @@ def _generator(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _async_generator(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]:
-    enter, exit_ = scope.__enter__, scope.__exit__
-
+    # As _generator, with every step of every awaitable run in the generator's context.
+    # aclose() from asyncio's finaliser in another task works too: nothing is reset in
+    # the finalising task's context.
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         inner = fn(*args, **kwargs)
+        context = contextvars.copy_context()
+        context.run(scope.__enter__)
         sent: Any = None
         thrown: BaseException | None = None
         while True:
-            enter()
             try:
                 if thrown is None:
-                    item = await inner.asend(sent)
+                    item = await _InContext(context, inner.asend(sent))
                 else:
-                    item = await inner.athrow(thrown)
+                    item = await _InContext(context, inner.athrow(thrown))
             except StopAsyncIteration:
                 return
             finally:
                 thrown = None
-                exit_()
             try:
                 sent = yield item
             except GeneratorExit:
-                # aclose(), possibly from asyncio's finaliser in another task:
-                # enter and exit here, in whichever context runs the close.
-                enter()
-                try:
-                    await inner.aclose()
-                finally:
-                    exit_()
+                await _InContext(context, inner.aclose())
                 raise
             except BaseException as error:
                 thrown, sent = error, None
 
     return wrapper
+
+
+class _InContext:
+    """Await ``awaitable`` with each of its steps run in ``context``."""
+
+    __slots__ = ("awaitable", "context")
+
+    def __init__(self, context: contextvars.Context, awaitable: Any) -> None:
+        self.context = context
+        self.awaitable = awaitable
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        steps = self.awaitable.__await__()
+        run = self.context.run
+        sent: Any = None
+        thrown: BaseException | None = None
+        while True:
+            try:
+                yielded = run(steps.send, sent) if thrown is None else run(steps.throw, thrown)
+            except StopIteration as stop:
+                return stop.value
+            finally:
+                thrown = None
+            try:
+                sent = yield yielded
+            except GeneratorExit:
+                run(steps.close)
+                raise
+            except BaseException as error:  # e.g. cancellation: pass it on
+                thrown, sent = error, None
 
 
 class Snapshot(Scope, Mapping[str, Value]):
@@ -295,8 +319,13 @@ class Bound:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         with self.snapshot:
             result = self.fn(*args, **kwargs)
-        if isinstance(result, Coroutine):  # an async fn: its body runs when awaited
+        # A coroutine's or generator's body runs later, when awaited or iterated.
+        if isinstance(result, Coroutine):
             return _run_coroutine(self.snapshot, result)
+        if isinstance(result, Generator):
+            return _generator(self.snapshot, lambda: result)()
+        if isinstance(result, AsyncGenerator):
+            return _async_generator(self.snapshot, lambda: result)()
         return result
 
     def __repr__(self) -> str:

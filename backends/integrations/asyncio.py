@@ -40,6 +40,11 @@ class SyncedCoroutine(collections.abc.Coroutine):  # type: ignore[type-arg]
     def __await__(self) -> Generator[Any, None, Any]:
         return (yield from self.coroutine.__await__())
 
+    def __getattr__(self, name: str) -> Any:
+        # cr_running, cr_frame, cr_await, cr_code, __name__, __qualname__...: the coroutine's,
+        # so inspect.getcoroutinestate() and task repr keep working.
+        return getattr(self.coroutine, name)
+
     def __repr__(self) -> str:
         return f"<synced {self.coroutine!r}>"
 

@@ -52,5 +52,6 @@ class Thread(threading.Thread):
         super().__init__(*args, **kwargs)
         self._backends_context = contextvars.copy_context()
 
-    def run(self) -> None:
-        self._backends_context.run(super().run)
+    def _bootstrap_inner(self) -> None:
+        # Wrap the whole thread body, not run(): subclasses override run().
+        self._backends_context.run(super()._bootstrap_inner)  # type: ignore[misc]
