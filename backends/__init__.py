@@ -7,7 +7,8 @@ scope sets the process default. See ``CONTRACT.md`` and the docs.
 
 from __future__ import annotations
 
-import sys
+import sys as _sys
+from types import ModuleType as _ModuleType
 
 from ._engine.errors import UnknownFlagError
 from ._engine.scope import Bound, Scope, Snapshot, bind, flags, snapshot
@@ -34,7 +35,7 @@ _install_hooks()  # wraps CuPy's launch points when (or if already) CuPy imports
 
 # `import backends.cudnn` and `from backends.cuda import matmul` work like torch's modules.
 for _ns in (cudnn, cudnn.conv, cuda, cuda.matmul, cuda.cufft_plan_cache, mps, mkl, mkldnn, openmp):
-    sys.modules[_ns.__name__] = _ns
+    _sys.modules[_ns.__name__] = _ns
 del _ns
 
 _DETERMINISTIC = Scope(
@@ -50,10 +51,16 @@ _DETERMINISTIC = Scope(
 )
 
 
-def deterministic() -> Scope:
+def deterministic(*args: object) -> Scope:
     """A scope for bitwise-reproducible work: ``cudnn.deterministic=True``,
     ``cudnn.benchmark=False``, both ``allow_tf32`` flags and both
-    reduced-precision-reduction flags ``False``. Other flags are untouched."""
+    reduced-precision-reduction flags ``False``. Other flags are untouched.
+    Takes no arguments (``TypeError`` otherwise)."""
+    if args:
+        raise TypeError(
+            "backends.deterministic() takes no arguments; as a decorator write "
+            "@backends.deterministic() with parentheses"
+        )
     return _DETERMINISTIC
 
 
@@ -107,3 +114,26 @@ def __getattr__(name: str) -> object:
         raise AttributeError(name)
     candidates = [*__all__, *_LAZY]
     raise UnknownFlagError(f"module 'backends' has no attribute {name!r}{did_you_mean(name, candidates)}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*__all__, "__version__"})
+
+
+class _Package(_ModuleType):
+    """``backends`` itself: assigning a name it does not have (``backends.cudnn_benchmark =
+    True``) raises ``AttributeError`` instead of silently creating it."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name.startswith("_") or name in self.__dict__ or isinstance(value, _ModuleType):
+            super().__setattr__(name, value)  # private names, monkeypatching, submodule imports
+            return
+        from ._engine.errors import UnknownFlagError, did_you_mean
+
+        raise UnknownFlagError(
+            f"module 'backends' has no attribute {name!r} to assign{did_you_mean(name, __all__)} "
+            f"(flags are assigned on their namespace, e.g. backends.cudnn.benchmark = True)"
+        )
+
+
+_sys.modules[__name__].__class__ = _Package

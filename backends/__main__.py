@@ -341,8 +341,16 @@ def self_check(use_numpy: bool | None = None) -> list[Check]:
     ]
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Print the report and run the self-check; 0 if every check passed, else 1."""
+    import argparse
+
+    argparse.ArgumentParser(
+        prog="python -m backends",
+        description="Print every flag with its value and source, what this machine has (CuPy, CUDA, "
+        "cuDNN, NumPy's BLAS and OpenMP), and run a self-check of isolation across threads and "
+        "asyncio tasks. Exits 1 if the self-check fails.",
+    ).parse_args(argv)
     print(f"backends {backends.__version__}: flags in this context (backends.describe())")
     print("\n".join(flag_report()))
     print("\nAvailability")

@@ -65,8 +65,10 @@ def _plan_cache(device: int | None, what: str) -> Any:
 
     if device is None:
         return current_cache()
+    if not isinstance(device, int) or isinstance(device, bool):
+        raise TypeError(f"cufft_plan_cache[device]: device must be an int, got {device!r}")
     count = cupy.cuda.runtime.getDeviceCount()
-    if type(device) is not int or not 0 <= device < count:
+    if not 0 <= device < count:
         raise IndexError(f"cufft_plan_cache[{device!r}]: no such CUDA device (this machine has {count})")
     with cupy.cuda.Device(device):
         return current_cache()
@@ -118,7 +120,11 @@ class PlanCache(Namespace):
         _plan_cache(None, "cufft_plan_cache.clear()").clear()
 
     def __getitem__(self, device: int) -> PlanCacheView:
-        _plan_cache(device, f"cufft_plan_cache[{device!r}]")  # checks CUDA and the device
+        """One device's view. Raises ``TypeError`` unless ``device`` is an int, ``IndexError``
+        for a device that does not exist, ``RuntimeError`` without CUDA."""
+        if device is None:
+            raise TypeError("cufft_plan_cache[device]: device must be an int, got None")
+        _plan_cache(device, f"cufft_plan_cache[{device!r}]")  # checks CUDA, the type and the device
         return PlanCacheView(device)
 
 

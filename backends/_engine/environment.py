@@ -44,6 +44,7 @@ def _cupy_tf32(text: str) -> bool:
 def read(environ: Mapping[str, str]) -> dict[str, Value]:
     """The flags that ``environ`` sets, by dotted name. An empty variable counts as unset."""
     found: dict[str, Value] = {}
+    _refuse_misspelt(environ)
     cupy_tf32 = environ.get("CUPY_TF32", "")
     if cupy_tf32.strip():
         found["cuda.matmul.allow_tf32"] = _cupy_tf32(cupy_tf32)
@@ -52,3 +53,18 @@ def read(environ: Mapping[str, str]) -> dict[str, Value]:
         if text.strip():
             found[flag.name] = parse(flag, flag.env_var, text)
     return found
+
+
+def _refuse_misspelt(environ: Mapping[str, str]) -> None:
+    """A ``BACKENDS_`` variable close to a flag's variable is a typo that would silently
+    change nothing: refuse it. Unrelated ``BACKENDS_*`` variables are left alone."""
+    known = {flag.env_var for flag in FLAGS}
+    unknown = [name for name in environ if name.startswith("BACKENDS_") and name not in known]
+    if not unknown:
+        return
+    from .errors import closest
+
+    for name in unknown:
+        best = closest(name, known)
+        if best is not None:
+            raise ValueError(f"environment variable {name} is not a backends flag; did you mean {best}?")

@@ -41,10 +41,12 @@ def _view_property(view: View) -> property:
         return when_true if state.read(name) else when_false
 
     def set_(self: object, value: object) -> None:
-        if type(value) is str and value in (when_true, when_false):
-            assign(name, value == when_true)
-            return
-        raise ValueError(f"{view.name} must be {when_true!r} or {when_false!r}, got {show(value)}")
+        if not isinstance(value, str):
+            raise TypeError(f"{view.name} must be {when_true!r} or {when_false!r}, got {show(value)}")
+        text = str.__str__(value)
+        if text not in (when_true, when_false):
+            raise ValueError(f"{view.name} must be {when_true!r} or {when_false!r}, got {show(value)}")
+        assign(name, text == when_true)
 
     return property(get, set_, doc=view.doc)
 
@@ -60,7 +62,12 @@ def _flags_builder(prefix: str, members: dict[str, Flag]) -> Any:
     # stand in for a call with 1 or 1.0 (equal to True, but invalid).
     plain: dict[tuple[tuple[str, Any], ...], Scope] = {}
 
-    def flags(**kwargs: Any) -> Scope:
+    def flags(*args: Any, **kwargs: Any) -> Scope:
+        if args:
+            raise TypeError(
+                f"{label}() takes keyword arguments only, e.g. {label}({next(iter(members))}=True); "
+                f"as a decorator write @{label}(...) with parentheses"
+            )
         if len(kwargs) == 1:  # the common `flags(deterministic=True)`: no key to build
             ((attribute, value),) = kwargs.items()
             pair = single.get(attribute)
@@ -167,6 +174,8 @@ class Namespace(ModuleType):
             hint = f"; did you mean backends.{below[0]}?"
         elif here is not None:
             hint = f"; did you mean backends.{self.prefix}.{here}?"
+        elif not self.members and not any(v.namespace == self.prefix for v in VIEWS):
+            hint = f" (backends.{self.prefix} has no flags, as in torch)"
         else:
             anywhere = closest(f"{self.prefix}.{name}", NAMES) or closest(name, NAMES)
             hint = f"; did you mean backends.{anywhere}?" if anywhere else ""

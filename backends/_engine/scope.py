@@ -45,8 +45,9 @@ class Scope:
 
     __slots__ = ("__weakref__", "_label", "_overrides")
 
-    def __init__(self, overrides: Mapping[str, Value], label: str | None = None) -> None:
-        self._overrides = dict(overrides)
+    def __init__(self, overrides: Mapping[str, Any], label: str | None = None) -> None:
+        """``overrides`` maps dotted flag names to values; checked like ``backends.flags()``."""
+        self._overrides = check_mapping(overrides, "backends.Scope()")
         self._label = label
 
     @property
@@ -116,6 +117,10 @@ class Scope:
         and async generator functions, keeping the kind, name, docstring and
         signature. Raises ``TypeError`` if ``fn`` is not callable.
         """
+        if isinstance(fn, (staticmethod, classmethod)):  # decorated above @staticmethod
+            return type(fn)(self(fn.__func__))
+        if isinstance(fn, type):
+            raise TypeError(f"{self!r} decorates functions, not the class {fn.__qualname__}: decorate its methods")
         if not callable(fn):
             raise TypeError(f"{self!r} can only decorate a callable, got {show(fn)}")
         import inspect  # here, not at import: `inspect` costs ~8 ms of `import backends`
@@ -169,10 +174,7 @@ def _generator(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]:
         thrown: BaseException | None = None
         while True:
             try:
-                if thrown is None:
-                    item = context.run(inner.send, sent)
-                else:
-                    item = context.run(inner.throw, thrown)
+                item = context.run(inner.send, sent) if thrown is None else context.run(inner.throw, thrown)
             except StopIteration as stop:
                 return stop.value
             finally:
@@ -284,6 +286,17 @@ class Snapshot(Scope, Mapping[str, Value]):
         """Every flag's value by dotted name, as a new plain ``dict``."""
         return dict(self._overrides)
 
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        """Every flag's value by dotted name; raises as ``from_dict()`` does."""
+        checked = check_mapping(data, "backends.Snapshot()")
+        missing = [name for name in NAMES if name not in checked]
+        if missing:
+            raise KeyError(
+                f"a Snapshot needs every flag; missing {', '.join(map(repr, missing))} "
+                f"(for a partial override use backends.flags(mapping))"
+            )
+        super().__init__({name: checked[name] for name in NAMES})
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Snapshot:
         """Build a snapshot from plain data, as made by ``to_dict()``.
@@ -291,14 +304,7 @@ class Snapshot(Scope, Mapping[str, Value]):
         Raises ``TypeError``/``ValueError`` for a bad value, and ``KeyError`` for an
         unknown name or a missing one (a snapshot holds every flag).
         """
-        checked = check_mapping(data, "Snapshot.from_dict()")
-        missing = [name for name in NAMES if name not in checked]
-        if missing:
-            raise KeyError(
-                f"Snapshot.from_dict() needs every flag; missing {', '.join(map(repr, missing))} "
-                f"(for a partial override use backends.flags(mapping))"
-            )
-        return cls({name: checked[name] for name in NAMES})
+        return cls(data)
 
 
 def snapshot() -> Snapshot:

@@ -16,8 +16,10 @@ from contextvars import ContextVar
 from typing import Any, NamedTuple
 
 from . import environment
-from .errors import show, unknown_name
-from .table import BY_NAME, FLAGS, NAMES, Value
+from .errors import UnknownFlagError, show, unknown_name
+from .table import BY_NAME, FLAGS, NAMES, VIEWS, Value
+
+VIEWS_BY_NAME = {view.name: view for view in VIEWS}
 
 #: A frame is a plain dict: dotted name -> override, plus the key ``ENTRY`` whose
 #: value is ``(scope, token)`` for the innermost scope entry of this context.
@@ -65,6 +67,12 @@ def check_mapping(mapping: object, what: str) -> dict[str, Value]:
     for name, value in mapping.items():
         flag = BY_NAME.get(name) if isinstance(name, str) else None
         if flag is None:
+            view = VIEWS_BY_NAME.get(name) if isinstance(name, str) else None
+            if view is not None:
+                raise UnknownFlagError(
+                    f"{name!r} is a view, not a flag: use {{{view.flag!r}: True}} for {view.when_true!r} "
+                    f"or {{{view.flag!r}: False}} for {view.when_false!r}"
+                )
             raise unknown_name(name, NAMES)
         checked[flag.name] = flag.check(value)
     return checked

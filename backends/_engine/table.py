@@ -8,6 +8,7 @@ flag is adding one row here. (Rows are NamedTuples rather than dataclasses becau
 
 from __future__ import annotations
 
+import sys
 from typing import NamedTuple
 
 from .errors import show
@@ -72,6 +73,8 @@ class Flag(NamedTuple):
                 result = int.__index__(value)  # a plain int, whatever a subclass overrides
                 if self.minimum is not None and result < self.minimum:
                     raise ValueError(f"{self.name} must be {self.allowed}, got {show(value)}")
+                if result > sys.maxsize:  # the value goes into C (Py_ssize_t) in CuPy
+                    raise ValueError(f"{self.name} must be {self.allowed} and <= {sys.maxsize}, got {show(value)}")
                 return result
         elif isinstance(value, str):
             text = str.__str__(value)

@@ -134,7 +134,8 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
                 )
                 if mode == "fail":
                     raise pytest.fail.Exception(message, pytrace=False)
-                warnings.warn(BackendsLeakWarning(message), stacklevel=1)
+                path, line, _ = item.location  # point the warning at the test, not at this plugin
+                warnings.warn_explicit(message, BackendsLeakWarning, str(item.config.rootpath / path), (line or 0) + 1)
 
 
 # -- the marker and the fixture ---------------------------------------------------
@@ -154,18 +155,25 @@ def _marker_flags(item: pytest.Item) -> dict[str, Any]:
 @pytest.fixture(autouse=True)
 def _backends_marker(request: pytest.FixtureRequest) -> Iterator[None]:
     """Apply ``@pytest.mark.backends`` for the test body and its function-scoped fixtures."""
-    marked = _marker_flags(request.node)
-    if not marked:
+    try:
+        marked = _marker_flags(request.node)
+        scope = backends.flags(marked) if marked else None
+    except (TypeError, ValueError, KeyError) as error:  # this test errors at setup, not the run
+        pytest.fail(f"@pytest.mark.backends: {type(error).__name__}: {error}", pytrace=False)
+    if scope is None:
         yield
         return
-    with backends.flags(marked):  # bad names or values raise here: this test errors at setup
+    with scope:
         yield
+
+
+_NOTHING: Any = object()
 
 
 class BackendsFlags:
     """What the ``backends_flags`` fixture gives: change flags for the rest of the test."""
 
-    def set(self, name_or_mapping: str | Mapping[str, Any], value: Any = None) -> None:
+    def set(self, name_or_mapping: str | Mapping[str, Any], value: Any = _NOTHING) -> None:
         """``set("cudnn.benchmark", True)`` or ``set({"cudnn.benchmark": True, ...})``.
 
         Takes effect for the rest of the test, in the test's own context (an async
@@ -174,7 +182,14 @@ class BackendsFlags:
         Raises ``KeyError``, ``TypeError`` or ``ValueError`` as ``backends.flags()`` does,
         changing nothing.
         """
-        mapping = {name_or_mapping: value} if isinstance(name_or_mapping, str) else name_or_mapping
+        if isinstance(name_or_mapping, str):
+            if value is _NOTHING:
+                raise TypeError(f"backends_flags.set({name_or_mapping!r}) needs a value: set(name, value)")
+            mapping: Any = {name_or_mapping: value}
+        elif value is not _NOTHING:
+            raise TypeError("backends_flags.set(mapping) takes no value: set(name, value) or set(mapping)")
+        else:
+            mapping = name_or_mapping
         for name, checked in check_mapping(mapping, "backends_flags.set()").items():
             assign(name, checked)
 

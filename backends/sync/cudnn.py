@@ -38,7 +38,8 @@ def adjust(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str
         kwargs["deterministic"] = True
     if read("cudnn.benchmark"):
         kwargs["auto_tune"] = True
-    first = args[0] if args else None
+    # The first array: x for forward and backward_filter, W for backward_data.
+    first = args[0] if args else kwargs.get("x", kwargs.get("W"))
     if not read("cudnn.allow_tf32") and str(getattr(first, "dtype", "")) == "float32":
         kwargs["tensor_core"] = "never"
     return kwargs
