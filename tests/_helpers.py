@@ -53,3 +53,15 @@ def run_threads(*targets: Callable[[], object], unblock: Iterable[threading.Barr
         thread.join()
     if errors:
         raise errors[0]
+
+
+def flag_values(*names: str) -> tuple[object, ...]:
+    """The effective values of the flags ``names`` (dotted) in the calling thread/process."""
+    snap = backends.snapshot()
+    return tuple(snap[name] for name in names)
+
+
+def tag_with_flags(tag: object) -> tuple[object, bool, bool]:
+    """``(tag, cudnn.benchmark, cudnn.deterministic)`` as the calling context sees them
+    (for ``Pool.map``/``client.submit`` with an argument)."""
+    return tag, backends.cudnn.benchmark, backends.cudnn.deterministic

@@ -47,3 +47,17 @@ def test_bench_sync_quick_prints_the_sync_cost_with_a_verdict() -> None:
     line = next(line for line in result.stdout.splitlines() if line.startswith("backends.sync(), nothing changed"))
     assert line.rstrip().endswith(("met", "MISSED")), line
     assert "per GEMM" in result.stdout
+
+
+def test_bench_concurrency_quick_prints_the_task_step_cost_beside_a_sleep_round_trip() -> None:
+    result = subprocess.run(
+        [sys.executable, "benchmarks/bench_concurrency.py", "--quick"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("await asyncio.sleep(0), plain loop") for line in lines), result.stdout
+    line = next(line for line in lines if line.startswith("task-step sync, added per step"))
+    assert line.rstrip().endswith(("met", "MISSED")), line
+    assert "<= 300 ns" in line
+    assert "C-speed" in result.stdout  # says that the stand-in's device query was replaced

@@ -4,57 +4,67 @@ Tasks on one thread share CuPy's cuBLAS handle. The launch hooks already make
 every GEMM that CuPy launches use its own task's flags; code that calls cuBLAS
 itself with CuPy's handle right after an ``await`` also needs the handle to be in
 step. ``install()`` sets a task factory whose tasks call ``backends.sync()``
-before each step, in the task's own context. Its cost per step, when nothing
-changed, is one wrapper call and one identity comparison.
+before each step, in the task's own context: each task's coroutine is awaited
+through ``synced()``, a native coroutine (asyncio's fast path) around a small
+generator that calls ``sync()`` before passing each step on. When nothing
+changed, a step costs that generator's resume and one identity comparison.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections.abc
+import types
 from collections.abc import Coroutine, Generator
 from typing import Any
 
 from ..sync import sync
 
 
-class SyncedCoroutine(collections.abc.Coroutine):  # type: ignore[type-arg]
-    """Wraps a coroutine so each step (``send``/``throw``) runs ``backends.sync()`` first."""
+@types.coroutine
+def _each_step(coroutine: Coroutine[Any, Any, Any]) -> Generator[Any, Any, Any]:
+    """Run ``coroutine`` to the end, calling ``backends.sync()`` before each of its steps.
 
-    __slots__ = ("coroutine",)
-
-    def __init__(self, coroutine: Coroutine[Any, Any, Any]) -> None:
-        self.coroutine = coroutine
-
-    def send(self, value: Any) -> Any:
+    A generator-based driver inside a native coroutine (``synced``): asyncio's Task then
+    steps a native coroutine, its fast path, and the driver's frame resumes by plain
+    generator delegation.
+    """
+    steps = coroutine.__await__()
+    sent: Any = None
+    thrown: BaseException | None = None
+    while True:
         sync()
-        return self.coroutine.send(value)
+        try:
+            yielded = steps.send(sent) if thrown is None else steps.throw(thrown)
+        except StopIteration as stop:
+            return stop.value
+        finally:
+            thrown = None
+        try:
+            sent = yield yielded
+        except GeneratorExit:
+            steps.close()
+            raise
+        except BaseException as error:  # cancellation and the like: pass it on
+            thrown, sent = error, None
 
-    def throw(self, *args: Any) -> Any:
-        sync()
-        return self.coroutine.throw(*args)
 
-    def close(self) -> None:
-        self.coroutine.close()
-
-    def __await__(self) -> Generator[Any, None, Any]:
-        return (yield from self.coroutine.__await__())
-
-    def __getattr__(self, name: str) -> Any:
-        # cr_running, cr_frame, cr_await, cr_code, __name__, __qualname__...: the coroutine's,
-        # so inspect.getcoroutinestate() and task repr keep working.
-        return getattr(self.coroutine, name)
-
-    def __repr__(self) -> str:
-        return f"<synced {self.coroutine!r}>"
+async def synced(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """``await coroutine``, with ``backends.sync()`` before each of its steps."""
+    return await _each_step(coroutine)
 
 
 def _factory(previous: Any) -> Any:
     def create_task(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
-        wrapped = SyncedCoroutine(coro) if asyncio.iscoroutine(coro) else coro
+        wrapped = synced(coro) if asyncio.iscoroutine(coro) else coro
         if previous is not None:
-            return previous(loop, wrapped, **kwargs)  # type: ignore[no-any-return]
-        return asyncio.Task(wrapped, loop=loop, **kwargs)
+            task: asyncio.Task[Any] = previous(loop, wrapped, **kwargs)
+        else:
+            task = asyncio.Task(wrapped, loop=loop, **kwargs)
+        if wrapped is not coro:
+            # A task cancelled before its first step never starts `synced`, so nothing
+            # would close the inner coroutine ("coroutine ... was never awaited").
+            task.add_done_callback(lambda _: coro.close())
+        return task
 
     create_task.backends_previous = previous  # type: ignore[attr-defined]
     return create_task

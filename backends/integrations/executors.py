@@ -46,7 +46,8 @@ def run_in_executor(
 
 class Thread(threading.Thread):
     """A ``threading.Thread`` that runs in a copy of its creator's context, taken when
-    the thread object is created (what Python 3.14 does with ``thread_inherit_context``)."""
+    the thread object is created. (Python 3.14's ``thread_inherit_context`` copies the
+    context of the code that calls ``start()`` instead.)"""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
