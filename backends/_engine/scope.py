@@ -162,6 +162,48 @@ def _coroutine(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def drive(
+    steps: Any, run: Callable[..., Any] | None = None, before: Callable[[], Any] | None = None
+) -> Generator[Any, Any, Any]:
+    """Pass each step of ``steps`` (a generator, or an awaitable's iterator) on to our
+    caller, calling ``before()`` ahead of each step and making each step through
+    ``run`` (``Context.run``) when given. Values sent and exceptions thrown in pass
+    through; closing closes ``steps``; returns what ``steps`` returns."""
+    sent: Any = None
+    thrown: BaseException | None = None
+    while True:
+        if before is not None:
+            before()
+        try:
+            if run is None:
+                yielded = steps.send(sent) if thrown is None else steps.throw(thrown)
+            else:
+                yielded = run(steps.send, sent) if thrown is None else run(steps.throw, thrown)
+        except StopIteration as stop:
+            return stop.value
+        finally:
+            thrown = None
+        try:
+            sent = yield yielded
+        except GeneratorExit:
+            run(steps.close) if run is not None else steps.close()
+            raise
+        except BaseException as error:  # thrown in (cancellation, the consumer's throw()): pass it on
+            thrown, sent = error, None
+
+
+class Stepped:
+    """An awaitable: ``awaitable`` awaited through ``drive`` (see there)."""
+
+    __slots__ = ("awaitable", "before", "run")
+
+    def __init__(self, awaitable: Any, run: Callable[..., Any] | None = None, before: Callable[[], Any] | None = None):
+        self.awaitable, self.run, self.before = awaitable, run, before
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        return drive(self.awaitable.__await__(), self.run, self.before)
+
+
 def _generator(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]:
     # The generator's code runs in a context of its own, copied when it starts, with
     # the scope entered there: every step sees the override (and scopes or assignments
@@ -170,22 +212,7 @@ def _generator(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]:
         inner = fn(*args, **kwargs)
         context = contextvars.copy_context()
         context.run(scope.__enter__)
-        sent: Any = None
-        thrown: BaseException | None = None
-        while True:
-            try:
-                item = context.run(inner.send, sent) if thrown is None else context.run(inner.throw, thrown)
-            except StopIteration as stop:
-                return stop.value
-            finally:
-                thrown = None
-            try:
-                sent = yield item
-            except GeneratorExit:
-                context.run(inner.close)
-                raise
-            except BaseException as error:  # thrown in by the consumer: pass it on
-                thrown, sent = error, None
+        return (yield from drive(inner, context.run))
 
     return wrapper
 
@@ -202,10 +229,8 @@ def _async_generator(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]
         thrown: BaseException | None = None
         while True:
             try:
-                if thrown is None:
-                    item = await _InContext(context, inner.asend(sent))
-                else:
-                    item = await _InContext(context, inner.athrow(thrown))
+                step = inner.asend(sent) if thrown is None else inner.athrow(thrown)
+                item = await Stepped(step, context.run)
             except StopAsyncIteration:
                 return
             finally:
@@ -213,42 +238,12 @@ def _async_generator(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]
             try:
                 sent = yield item
             except GeneratorExit:
-                await _InContext(context, inner.aclose())
+                await Stepped(inner.aclose(), context.run)
                 raise
             except BaseException as error:
                 thrown, sent = error, None
 
     return wrapper
-
-
-class _InContext:
-    """Await ``awaitable`` with each of its steps run in ``context``."""
-
-    __slots__ = ("awaitable", "context")
-
-    def __init__(self, context: contextvars.Context, awaitable: Any) -> None:
-        self.context = context
-        self.awaitable = awaitable
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        steps = self.awaitable.__await__()
-        run = self.context.run
-        sent: Any = None
-        thrown: BaseException | None = None
-        while True:
-            try:
-                yielded = run(steps.send, sent) if thrown is None else run(steps.throw, thrown)
-            except StopIteration as stop:
-                return stop.value
-            finally:
-                thrown = None
-            try:
-                sent = yield yielded
-            except GeneratorExit:
-                run(steps.close)
-                raise
-            except BaseException as error:  # e.g. cancellation: pass it on
-                thrown, sent = error, None
 
 
 class Snapshot(Scope, Mapping[str, Value]):

@@ -13,44 +13,19 @@ changed, a step costs that generator's resume and one identity comparison.
 from __future__ import annotations
 
 import asyncio
-import types
-from collections.abc import Coroutine, Generator
+from collections.abc import Coroutine
 from typing import Any
 
+from .._engine.scope import Stepped
 from ..sync import sync
 
 
-@types.coroutine
-def _each_step(coroutine: Coroutine[Any, Any, Any]) -> Generator[Any, Any, Any]:
-    """Run ``coroutine`` to the end, calling ``backends.sync()`` before each of its steps.
-
-    A generator-based driver inside a native coroutine (``synced``): asyncio's Task then
-    steps a native coroutine, its fast path, and the driver's frame resumes by plain
-    generator delegation.
-    """
-    steps = coroutine.__await__()
-    sent: Any = None
-    thrown: BaseException | None = None
-    while True:
-        sync()
-        try:
-            yielded = steps.send(sent) if thrown is None else steps.throw(thrown)
-        except StopIteration as stop:
-            return stop.value
-        finally:
-            thrown = None
-        try:
-            sent = yield yielded
-        except GeneratorExit:
-            steps.close()
-            raise
-        except BaseException as error:  # cancellation and the like: pass it on
-            thrown, sent = error, None
-
-
 async def synced(coroutine: Coroutine[Any, Any, Any]) -> Any:
-    """``await coroutine``, with ``backends.sync()`` before each of its steps."""
-    return await _each_step(coroutine)
+    """``await coroutine``, with ``backends.sync()`` before each of its steps.
+
+    A native coroutine around a generator (``drive``): asyncio's Task steps a native
+    coroutine, its fast path, and the generator resumes by plain delegation."""
+    return await Stepped(coroutine, before=sync)
 
 
 def _factory(previous: Any) -> Any:
