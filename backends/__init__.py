@@ -100,6 +100,7 @@ _LAZY = {
 
 def __getattr__(name: str) -> object:
     # PEP 562: only called for names the module does not have.
+    name = str.__str__(name)  # a plain str: a subclass's own methods never run
     if name in _LAZY:
         import importlib
 
@@ -125,6 +126,7 @@ class _Package(_ModuleType):
     True``) raises ``AttributeError`` instead of silently creating it."""
 
     def __setattr__(self, name: str, value: object) -> None:
+        name = str.__str__(name)
         if name.startswith("_") or name in self.__dict__ or isinstance(value, _ModuleType):
             super().__setattr__(name, value)  # private names, monkeypatching, submodule imports
             return

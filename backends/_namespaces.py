@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._engine.errors import show
 from ._engine.namespace import Namespace
 from ._engine.scope import Scope
 from ._engine.state import assign, read
@@ -65,8 +66,9 @@ def _plan_cache(device: int | None, what: str) -> Any:
 
     if device is None:
         return current_cache()
-    if not isinstance(device, int) or isinstance(device, bool):
-        raise TypeError(f"cufft_plan_cache[device]: device must be an int, got {device!r}")
+    if not issubclass(type(device), int) or type(device) is bool:
+        raise TypeError(f"cufft_plan_cache[device]: device must be an int, got {show(device)}")
+    device = int.__index__(device)  # a plain int, whatever a subclass overrides
     count = cupy.cuda.runtime.getDeviceCount()
     if not 0 <= device < count:
         raise IndexError(f"cufft_plan_cache[{device!r}]: no such CUDA device (this machine has {count})")
@@ -122,9 +124,12 @@ class PlanCache(Namespace):
     def __getitem__(self, device: int) -> PlanCacheView:
         """One device's view. Raises ``TypeError`` unless ``device`` is an int, ``IndexError``
         for a device that does not exist, ``RuntimeError`` without CUDA."""
-        if device is None:
-            raise TypeError("cufft_plan_cache[device]: device must be an int, got None")
-        _plan_cache(device, f"cufft_plan_cache[{device!r}]")  # checks CUDA, the type and the device
+        if not issubclass(type(device), int) or type(device) is bool:
+            if not cuda_info.is_available():
+                raise RuntimeError(f"cufft_plan_cache[device]: {_NO_CUDA}")
+            raise TypeError(f"cufft_plan_cache[device]: device must be an int, got {show(device)}")
+        device = int.__index__(device)
+        _plan_cache(device, f"cufft_plan_cache[{device}]")  # checks CUDA and the device
         return PlanCacheView(device)
 
 

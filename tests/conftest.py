@@ -27,7 +27,9 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
     test leaves entered cannot leak into the tests after it (process defaults are
     reset by the fixture above)."""
     test = pyfuncitem.obj
-    pyfuncitem.obj = functools.partial(contextvars.copy_context().run, test)
+    context = contextvars.copy_context()
+    # A real function (not a partial): pytest and Hypothesis read its code when reporting.
+    pyfuncitem.obj = functools.wraps(test)(lambda *args, **kwargs: context.run(test, *args, **kwargs))
     try:
         return (yield)
     finally:

@@ -41,6 +41,7 @@ class UnknownFlagError(KeyError, AttributeError):
 
 
 def unknown_name(name: object, candidates: Iterable[str], what: str = "flag") -> UnknownFlagError:
-    if not isinstance(name, str):
+    if not issubclass(type(name), str):
         return UnknownFlagError(f"flag names are dotted strings such as 'cudnn.deterministic', got {show(name)}")
+    name = str.__str__(name)  # a plain str: a subclass's __eq__/__repr__ never runs
     return UnknownFlagError(f"unknown {what} {name!r}{did_you_mean(name, candidates)}")

@@ -41,7 +41,7 @@ def _view_property(view: View) -> property:
         return when_true if state.read(name) else when_false
 
     def set_(self: object, value: object) -> None:
-        if not isinstance(value, str):
+        if not issubclass(type(value), str):
             raise TypeError(f"{view.name} must be {when_true!r} or {when_false!r}, got {show(value)}")
         text = str.__str__(value)
         if text not in (when_true, when_false):
@@ -68,16 +68,21 @@ def _flags_builder(prefix: str, members: dict[str, Flag]) -> Any:
                 f"{label}() takes keyword arguments only, e.g. {label}({next(iter(members))}=True); "
                 f"as a decorator write @{label}(...) with parentheses"
             )
-        if len(kwargs) == 1:  # the common `flags(deterministic=True)`: no key to build
-            ((attribute, value),) = kwargs.items()
-            pair = single.get(attribute)
-            if pair is not None and (value is True or value is False):
-                return pair[value]  # a bool indexes (scope_false, scope_true)
-        for value in kwargs.values():
-            if value is not True and value is not False and value is not None:
-                return build(kwargs)
-        key = tuple(kwargs.items())
-        scope = plain.get(key)
+        try:
+            if len(kwargs) == 1:  # the common `flags(deterministic=True)`: no key to build
+                ((attribute, value),) = kwargs.items()
+                pair = single.get(attribute)
+                if pair is not None and (value is True or value is False):
+                    return pair[value]  # a bool indexes (scope_false, scope_true)
+            for value in kwargs.values():
+                if value is not True and value is not False and value is not None:
+                    return build(kwargs)
+            key = tuple(kwargs.items())
+            scope = plain.get(key)
+        except (TypeError, ValueError, KeyError):
+            raise
+        except Exception:  # a keyword that is a str subclass whose __eq__ raises
+            return build(kwargs)
         if scope is None:
             scope = build(kwargs)
             if len(plain) >= _CACHE_LIMIT:
@@ -87,7 +92,8 @@ def _flags_builder(prefix: str, members: dict[str, Flag]) -> Any:
 
     def build(kwargs: dict[str, Any]) -> Scope:
         overrides = {}
-        for attribute, value in kwargs.items():
+        for keyword, value in kwargs.items():
+            attribute = str.__str__(keyword)  # a plain str: a subclass's own methods never run
             flag = members.get(attribute)
             if flag is None:
                 hint = closest(attribute, members)
@@ -154,20 +160,23 @@ class Namespace(ModuleType):
         return [n for n in dir(type(self)) if not n.startswith("_") and n not in ("prefix", "members")]
 
     def _getattr(self, name: str) -> Any:
+        name = str.__str__(name)
         if name.startswith("__"):
             raise AttributeError(name)
         raise self._unknown(name)
 
     def __setattr__(self, name: str, value: Any) -> None:
+        name = str.__str__(name)  # a plain str: a subclass's own methods never run
         flag = self.members.get(name)
         if flag is not None and flag.spelling == "function":
             assign(flag.name, value)  # e.g. cuda.preferred_linalg_library = "cusolver"
-        elif name.startswith("_") or hasattr(type(self), name) or name in self.__dict__:
+        elif name.startswith("_") or any(name in vars(k) for k in type(self).__mro__) or name in self.__dict__:
             super().__setattr__(name, value)  # properties, and monkeypatching in tests
         else:
             raise self._unknown(name)
 
     def _unknown(self, name: str) -> UnknownFlagError:
+        name = str.__str__(name)  # a plain str: a subclass's own methods never run
         below = [f for f in NAMES if f.startswith(f"{self.prefix}.") and f.endswith(f".{name}")]
         here = closest(name, self._public())
         if below:  # backends.cuda.allow_tf32 -> backends.cuda.matmul.allow_tf32

@@ -60,10 +60,18 @@ class Scope:
 
     # -- context manager -------------------------------------------------
     def __enter__(self) -> Scope:
-        frame = {**current(), **self._overrides}
-        # No other context can see the frame before this line returns, so adding
-        # the entry right after publishing it is safe.
-        frame[ENTRY] = (self, _set(frame))
+        parent = current()
+        frame = {**parent, **self._overrides}
+        try:
+            # No other context can see the frame before this line returns, so adding
+            # the entry right after publishing it is safe.
+            frame[ENTRY] = (self, _set(frame))
+        except BaseException:
+            # A signal (KeyboardInterrupt) handled between publishing the frame and
+            # recording its entry: put the parent back, so a scope is never half-entered.
+            if current() is frame:
+                _set(parent)
+            raise
         return self
 
     def __exit__(

@@ -61,16 +61,18 @@ def effective() -> dict[str, Value]:
 
 def check_mapping(mapping: object, what: str) -> dict[str, Value]:
     """Validate a ``{dotted name: value}`` mapping completely, before anything changes."""
-    if not isinstance(mapping, Mapping):
+    if not issubclass(type(mapping), Mapping):
         raise TypeError(f"{what} takes a mapping of dotted flag names to values, got {show(mapping)}")
     checked: dict[str, Value] = {}
-    for name, value in mapping.items():
-        flag = BY_NAME.get(name) if isinstance(name, str) else None
+    for name, value in mapping.items():  # type: ignore[attr-defined]
+        # Look up a plain str: a str subclass's own __hash__/__eq__ never runs.
+        plain = str.__str__(name) if issubclass(type(name), str) else None
+        flag = BY_NAME.get(plain) if plain is not None else None
         if flag is None:
-            view = VIEWS_BY_NAME.get(name) if isinstance(name, str) else None
+            view = VIEWS_BY_NAME.get(plain) if plain is not None else None
             if view is not None:
                 raise UnknownFlagError(
-                    f"{name!r} is a view, not a flag: use {{{view.flag!r}: True}} for {view.when_true!r} "
+                    f"{plain!r} is a view, not a flag: use {{{view.flag!r}: True}} for {view.when_true!r} "
                     f"or {{{view.flag!r}: False}} for {view.when_false!r}"
                 )
             raise unknown_name(name, NAMES)

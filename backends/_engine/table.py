@@ -66,17 +66,18 @@ class Flag(NamedTuple):
         if self.type is bool:
             if kind is bool:
                 return value  # type: ignore[return-value]
-            if kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"):
+            numpy = sys.modules.get("numpy")  # numpy.bool_ by identity: no import, no look-alikes
+            if numpy is not None and kind is numpy.bool_:
                 return bool(value)
         elif self.type is int:
-            if isinstance(value, int) and kind is not bool:
-                result = int.__index__(value)  # a plain int, whatever a subclass overrides
+            if issubclass(kind, int) and kind is not bool:
+                result = int.__index__(value)  # type: ignore[arg-type]  # a plain int, whatever a subclass overrides
                 if self.minimum is not None and result < self.minimum:
                     raise ValueError(f"{self.name} must be {self.allowed}, got {show(value)}")
                 if result > sys.maxsize:  # the value goes into C (Py_ssize_t) in CuPy
                     raise ValueError(f"{self.name} must be {self.allowed} and <= {sys.maxsize}, got {show(value)}")
                 return result
-        elif isinstance(value, str):
+        elif issubclass(kind, str):
             text = str.__str__(value)
             if text in self.choices:
                 return text

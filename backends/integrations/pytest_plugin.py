@@ -182,10 +182,11 @@ class BackendsFlags:
         Raises ``KeyError``, ``TypeError`` or ``ValueError`` as ``backends.flags()`` does,
         changing nothing.
         """
-        if isinstance(name_or_mapping, str):
+        if issubclass(type(name_or_mapping), str):
             if value is _NOTHING:
-                raise TypeError(f"backends_flags.set({name_or_mapping!r}) needs a value: set(name, value)")
-            mapping: Any = {name_or_mapping: value}
+                shown = str.__str__(name_or_mapping)
+                raise TypeError(f"backends_flags.set({shown!r}) needs a value: set(name, value)")
+            mapping: Any = {str.__str__(name_or_mapping): value}
         elif value is not _NOTHING:
             raise TypeError("backends_flags.set(mapping) takes no value: set(name, value) or set(mapping)")
         else:
