@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,3 +64,54 @@ def test_bench_concurrency_quick_prints_the_task_step_cost_beside_a_sleep_round_
     assert line.rstrip().endswith(("met", "MISSED")), line
     assert "<= 300 ns" in line
     assert "C-speed" in result.stdout  # says that the stand-in's device query was replaced
+
+
+#: Rows of benchmarks/compare.py measured with the standard library and NumPy alone.
+COMPARE_ROWS = (
+    "read backends.cudnn.deterministic (ours)",
+    "read numpy.geterr()",
+    "read decimal.getcontext().prec",
+    "read bare ContextVar.get()",
+    "scope backends.cudnn.flags(deterministic=True) (ours)",
+    'scope numpy.errstate(all="ignore")',
+    "scope decimal.localcontext(prec=5)",
+    "scope bare ContextVar.set()+reset()",
+    "call through @backends.cudnn.flags(deterministic=True) (ours)",
+    "threads=1: per scope entry (ours)",
+    "threads=8: per scope entry (ours)",
+)
+#: Rows that need torch or JAX: measured where installed, otherwise "skipped (...)".
+COMPARE_OPTIONAL = (
+    "read torch.backends.cudnn.deterministic",
+    "read torch.backends.cuda.matmul.allow_tf32",
+    "scope torch.backends.cudnn.flags(deterministic=True)",
+    'scope jax.default_matmul_precision("float32")',
+)
+
+
+@pytest.mark.parametrize("skip", ["", "torch,jax"], ids=["as-installed", "BENCH_SKIP=torch,jax"])
+def test_compare_quick_prints_ours_beside_the_others_and_skips_what_is_missing(skip: str, tmp_path: Path) -> None:
+    env = {**os.environ, "BENCH_SKIP": skip}
+    docs = ROOT / "docs" / "benchmarks.md"
+    before = docs.read_bytes() if docs.exists() else None
+    result = subprocess.run(
+        [sys.executable, "benchmarks/compare.py", "--quick"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, env=env,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    for row in COMPARE_ROWS:
+        line = next((line for line in lines if line.startswith(row)), None)
+        assert line is not None, f"no {row!r} row in:\n{result.stdout}"
+        assert " ns " in line, f"not measured: {line!r}"
+    assert any(line.startswith("memory per live scope") and "(ours)" in line and " B " in line for line in lines)
+    for row in COMPARE_OPTIONAL:
+        line = next((line for line in lines if line.startswith(row)), None)
+        assert line is not None, f"no {row!r} row in:\n{result.stdout}"
+        assert " ns " in line or "skipped (" in line, line
+        if skip:
+            assert "skipped (BENCH_SKIP)" in line, line
+    assert any(line.startswith("target: ") and line.rstrip().endswith(("met", "MISSED", "not measured"))
+               for line in lines)
+    after = docs.read_bytes() if docs.exists() else None
+    assert after == before, "--quick must not rewrite docs/benchmarks.md"
