@@ -125,6 +125,12 @@ class _Package(_ModuleType):
     """``backends`` itself: assigning a name it does not have (``backends.cudnn_benchmark =
     True``) raises ``AttributeError`` instead of silently creating it."""
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Pickle by reference, as a plain module would be (cloudpickle, Dask).
+        import importlib
+
+        return (importlib.import_module, (self.__name__,))
+
     def __setattr__(self, name: str, value: object) -> None:
         name = str.__str__(name)
         if name.startswith("_") or name in self.__dict__ or isinstance(value, _ModuleType):

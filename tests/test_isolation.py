@@ -296,3 +296,16 @@ def test_copied_context_keeps_its_override_after_the_original_exits() -> None:
     assert cudnn.deterministic is False
     assert ctx.run(deterministic_now) is True
     assert _helpers.deterministic_now() is False
+
+
+def test_namespaces_pickle_by_reference_so_cloudpickled_functions_can_use_them() -> None:
+    import pickle
+
+    assert pickle.loads(pickle.dumps(backends.cudnn)) is backends.cudnn
+    assert pickle.loads(pickle.dumps(backends.cuda.matmul)) is backends.cuda.matmul
+    cloudpickle = pytest.importorskip("cloudpickle")
+
+    def reads() -> bool:
+        return backends.cudnn.deterministic
+
+    assert cloudpickle.loads(cloudpickle.dumps(reads))() is False

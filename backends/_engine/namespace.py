@@ -190,6 +190,12 @@ class Namespace(ModuleType):
             hint = f"; did you mean backends.{anywhere}?" if anywhere else ""
         return UnknownFlagError(f"backends.{self.prefix} has no flag or attribute {name!r}{hint}")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickle by reference (cloudpickle would otherwise try to copy the "module").
+        import importlib
+
+        return (importlib.import_module, (self.__name__,))
+
     def __dir__(self) -> list[str]:
         return sorted(set(self._public()) | {n for n in self.__dict__ if not n.startswith("_")})
 

@@ -1,0 +1,1 @@
+"""A Starlette inference server whose requests each run under their own backends flags."""

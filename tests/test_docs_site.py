@@ -1,0 +1,73 @@
+"""The documentation site builds with ``mkdocs build --strict`` and has the API reference."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("mkdocstrings_handlers") is None,
+    reason="mkdocs / mkdocstrings[python] not installed (pip install -e '.[docs]')",
+)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    site_dir = tmp_path_factory.mktemp("site")
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stdout}\n{result.stderr}"
+    return site_dir
+
+
+def test_the_site_builds_strictly_with_every_page(site: Path) -> None:
+    assert (site / "index.html").is_file()
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        if page.stem != "index":
+            assert (site / page.stem / "index.html").is_file(), page.name
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "backends.flags",
+        "backends.Scope",
+        "backends.Snapshot",
+        "backends.snapshot",
+        "backends.bind",
+        "backends.describe",
+        "backends.set_defaults",
+        "backends.reset_defaults",
+        "backends.deterministic",
+        "backends.disable_global_flags",
+        "backends.enable_global_flags",
+        "backends.flags_frozen",
+        "backends.sync.sync",
+        "backends._namespaces.Cudnn",
+        "backends._namespaces.Cuda",
+        "backends._namespaces.Matmul",
+        "backends._namespaces.PlanCache",
+        "backends.integrations.executors.ThreadPoolExecutor",
+        "backends.integrations.executors.Thread",
+        "backends.integrations.executors.run_in_executor",
+        "backends.integrations.asyncio.install",
+        "backends.integrations.asyncio.uninstall",
+        "backends.integrations.asyncio.synced",
+        "backends.integrations.pytest_plugin.BackendsFlags",
+    ],
+)
+def test_the_api_reference_documents(site: Path, name: str) -> None:
+    html = (site / "api" / "index.html").read_text(encoding="utf-8")
+    assert f'id="{name}"' in html, f"{name} missing from the API reference"
