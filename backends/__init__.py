@@ -78,12 +78,12 @@ def disable_global_flags() -> None:
 
 
 def enable_global_flags() -> None:
-    """Undo ``disable_global_flags()``."""
+    """Undo ``disable_global_flags()`` (torch's name), process-wide."""
     _set_frozen(False)
 
 
 def flags_frozen() -> bool:
-    """Whether ``disable_global_flags()`` is in force."""
+    """Whether ``disable_global_flags()`` is in force (torch's name)."""
     return _is_frozen()
 
 

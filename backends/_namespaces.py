@@ -86,6 +86,9 @@ class PlanCacheView:
 
     @property
     def max_size(self) -> int:
+        """The ``cuda.cufft_plan_cache.max_size`` flag (plans, ``int >= 0``); assigning it
+        sets the flag for every device, with attribute-assignment rules (``TypeError``,
+        ``ValueError`` for bad values)."""
         return read("cuda.cufft_plan_cache.max_size")  # type: ignore[return-value]
 
     @max_size.setter
@@ -94,10 +97,12 @@ class PlanCacheView:
 
     @property
     def size(self) -> int:
-        """Plans cached for this device in the current thread."""
+        """Plans (an ``int``) cached for this device in the current thread
+        (CuPy's ``PlanCache.get_curr_size()``). ``RuntimeError`` without CUDA."""
         return int(_plan_cache(self.device, f"cufft_plan_cache[{self.device}].size").get_curr_size())
 
     def clear(self) -> None:
+        """Drop this device's plans in the current thread. ``RuntimeError`` without CUDA."""
         _plan_cache(self.device, f"cufft_plan_cache[{self.device}].clear()").clear()
 
     def __repr__(self) -> str:
@@ -114,11 +119,14 @@ class PlanCache(Namespace):
 
     @property
     def size(self) -> int:
-        """Plans in the current thread's cache on the current device (read-only)."""
+        """Plans (an ``int``) in the current thread's cache on the current device, as
+        torch's ``cufft_plan_cache.size`` (CuPy's ``PlanCache.get_curr_size()``). Read-only:
+        assigning raises ``AttributeError``; ``RuntimeError`` without CUDA."""
         return int(_plan_cache(None, "cufft_plan_cache.size").get_curr_size())
 
     def clear(self) -> None:
-        """Drop every plan in the current thread's cache on the current device."""
+        """Drop every plan in the current thread's cache on the current device (torch's
+        ``cufft_plan_cache.clear()``). ``RuntimeError`` without CUDA."""
         _plan_cache(None, "cufft_plan_cache.clear()").clear()
 
     def __getitem__(self, device: int) -> PlanCacheView:
@@ -167,10 +175,12 @@ class Mps(Namespace):
 
     @staticmethod
     def is_built() -> bool:
+        """Always ``False`` (torch's ``mps.is_built()``). Never raises."""
         return False
 
     @staticmethod
     def is_available() -> bool:
+        """Always ``False`` (torch's ``mps.is_available()``). Never raises."""
         return False
 
 
@@ -181,6 +191,7 @@ class Mkl(Namespace):
 
     @staticmethod
     def is_available() -> bool:
+        """Whether NumPy's loaded BLAS is MKL (torch's ``mkl.is_available()``). Never raises."""
         return cpu.mkl_is_available()
 
 
@@ -191,6 +202,7 @@ class Mkldnn(Namespace):
 
     @staticmethod
     def is_available() -> bool:
+        """Whether oneDNN is loaded in this process (torch's ``mkldnn.is_available()``). Never raises."""
         return cpu.mkldnn_is_available()
 
 
@@ -201,6 +213,8 @@ class Openmp(Namespace):
 
     @staticmethod
     def is_available() -> bool:
+        """Whether an OpenMP runtime is loaded with NumPy (torch's ``openmp.is_available()``).
+        Never raises."""
         return cpu.openmp_is_available()
 
 

@@ -311,7 +311,9 @@ class Snapshot(Scope, Mapping[str, Value]):
 
 
 def snapshot() -> Snapshot:
-    """Every flag's effective value in the current context, as a ``Snapshot``."""
+    """Every flag's effective value in the current context, as an immutable, hashable,
+    picklable ``Snapshot`` (a ``Mapping[str, bool | int | str]`` by dotted name) that is
+    also a scope applying all of them."""
     return Snapshot(effective())
 
 
@@ -347,9 +349,11 @@ async def _run_coroutine(flags: Snapshot, coroutine: Coroutine[Any, Any, Any]) -
 
 
 def bind(fn: Callable[..., Any]) -> Bound:
-    """Return a callable that runs ``fn`` under the flags effective now, in any
-    thread or process. Picklable when ``fn`` is. Raises ``TypeError`` if ``fn`` is
-    not callable."""
+    """Return a ``Bound`` callable that runs ``fn`` (with the arguments it is called with)
+    under the flags effective now, in any thread or process: every flag is applied, as by
+    ``snapshot()``. A coroutine function's or generator's body runs under them too, when
+    awaited or iterated. Picklable when ``fn`` is (only unpickle from trusted peers).
+    Raises ``TypeError`` if ``fn`` is not callable."""
     return Bound(fn, snapshot())
 
 

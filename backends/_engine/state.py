@@ -104,7 +104,14 @@ def assign(name: str, value: object) -> None:
 
 
 def set_defaults(mapping: Mapping[str, Any]) -> None:
-    """Set process defaults by dotted name, from anywhere (scope or not, frozen or not)."""
+    """Set process defaults by dotted name (``{"cudnn.benchmark": True}``), from anywhere:
+    inside a scope or not, frozen or not. Seen at once by every thread and task without an
+    override of that flag.
+
+    Raises ``TypeError`` for a non-mapping or a wrong type (``None`` included), ``ValueError``
+    for a value out of range, ``KeyError`` (``UnknownFlagError``) for an unknown name; the
+    whole mapping is checked first, so after an error nothing has changed.
+    """
     global version
     checked = check_mapping(mapping, "set_defaults()")
     with _lock:
@@ -114,7 +121,8 @@ def set_defaults(mapping: Mapping[str, Any]) -> None:
 
 
 def reset_defaults() -> None:
-    """Restore the built-in defaults (as set by environment variables at import)."""
+    """Restore every process default to its built-in value, as set by the ``BACKENDS_*``
+    (and ``CUPY_TF32``) environment variables at import. Scope overrides are untouched."""
     global version
     with _lock:
         defaults.update(BUILTIN)
@@ -156,7 +164,9 @@ def is_frozen() -> bool:
 
 
 class FlagRow(NamedTuple):
-    """One row of ``describe()``."""
+    """One row of ``describe()``: ``name`` (dotted, ``str``), ``value`` (``bool``, ``int`` or
+    ``str``, the effective value in the current context) and ``source`` (``"default"``,
+    ``"environment"``, ``"process default"`` or ``"scope"``)."""
 
     name: str
     value: Value

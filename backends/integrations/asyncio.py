@@ -21,7 +21,8 @@ from ..sync import sync
 
 
 async def synced(coroutine: Coroutine[Any, Any, Any]) -> Any:
-    """``await coroutine``, with ``backends.sync()`` before each of its steps.
+    """``await coroutine`` and return its result (its exceptions pass through), with
+    ``backends.sync()`` before each of its steps.
 
     A native coroutine around a generator (``drive``): asyncio's Task steps a native
     coroutine, its fast path, and the generator resumes by plain delegation."""
@@ -57,7 +58,9 @@ def install(loop: asyncio.AbstractEventLoop | None = None) -> None:
 
 
 def uninstall(loop: asyncio.AbstractEventLoop | None = None) -> None:
-    """Undo ``install()`` on ``loop`` (tasks created before keep syncing)."""
+    """Undo ``install()`` on ``loop`` (default: the running loop; ``RuntimeError`` if there
+    is none), restoring the task factory it wrapped. A no-op if it was not installed.
+    Tasks created before keep syncing."""
     loop = loop or asyncio.get_running_loop()
     current = loop.get_task_factory()
     if current is not None and hasattr(current, "backends_previous"):

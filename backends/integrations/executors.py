@@ -29,6 +29,8 @@ class ThreadPoolExecutor(concurrent.futures.ThreadPoolExecutor):
     """
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
+        """``Executor.submit``, with ``fn`` run in a copy of the current context.
+        Raises as the standard ``submit`` does (``RuntimeError`` after ``shutdown``)."""
         return super().submit(contextvars.copy_context().run, fn, *args, **kwargs)
 
     # Executor.map calls self.submit once per item, in the submitting thread.

@@ -15,7 +15,9 @@ from ..sync import sync
 
 
 class Instrument(trio.abc.Instrument):
-    """Calls ``backends.sync()`` in each task's context before each of its steps."""
+    """Calls ``backends.sync()`` in each task's context before each of its steps:
+    ``trio.run(main, instruments=[backends.trio.Instrument()])``."""
 
     def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        """trio's hook: sync the flags of ``task``, which is about to run a step."""
         task.context.run(sync)

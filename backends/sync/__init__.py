@@ -74,9 +74,13 @@ def invalidate() -> None:
 
 
 def sync() -> None:
-    """Push the effective flags into the current thread's CuPy handles and plan cache
-    on the current device, now. A no-op without CuPy, a driver, a GPU or the CUDA
-    libraries.
+    """Push the effective flags into the current thread's CuPy handles on the current
+    device, now: the cuBLAS handle's math mode (``cuda.matmul.*``) and the cuFFT plan
+    cache's capacity (``cuda.cufft_plan_cache.max_size``). For code that calls cuBLAS
+    itself with CuPy's handle; CuPy's own launches are synced without it, and
+    ``backends.asyncio.install()`` / ``backends.trio.Instrument`` call it before each
+    task step. A no-op without CuPy, a driver, a GPU or the CUDA libraries; never raises
+    for their absence.
 
     Costs CuPy's current-device query and one comparison when nothing changed since
     this thread's last sync.
