@@ -80,6 +80,16 @@ def check_mapping(mapping: object, what: str) -> dict[str, Value]:
     return checked
 
 
+def _write_defaults(values: Mapping[str, Value], sources: Mapping[str, str]) -> None:
+    """The one place process defaults change: under the lock, and bumping ``version``
+    so the sync layer sees the change."""
+    global version
+    with _lock:
+        defaults.update(values)
+        _source.update(sources)
+        version += 1
+
+
 def assign(name: str, value: object) -> None:
     """Attribute assignment: inside a scope, for the rest of that scope in this
     context only; outside any scope, the process default."""
@@ -94,11 +104,7 @@ def assign(name: str, value: object) -> None:
                 f"`with backends.{attribute[0]}.flags({attribute[2]}={checked!r}):` "
                 f"(or backends.flags({{{name!r}: {checked!r}}})) instead"
             )
-        global version
-        with _lock:
-            defaults[name] = checked
-            _source[name] = "process default"
-            version += 1
+        _write_defaults({name: checked}, {name: "process default"})
         return
     overrides.set({**frame, name: checked})  # same entry: undone when that scope exits
 
@@ -112,22 +118,14 @@ def set_defaults(mapping: Mapping[str, Any]) -> None:
     for a value out of range, ``KeyError`` (``UnknownFlagError``) for an unknown name; the
     whole mapping is checked first, so after an error nothing has changed.
     """
-    global version
     checked = check_mapping(mapping, "set_defaults()")
-    with _lock:
-        defaults.update(checked)
-        _source.update(dict.fromkeys(checked, "process default"))
-        version += 1
+    _write_defaults(checked, dict.fromkeys(checked, "process default"))
 
 
 def reset_defaults() -> None:
     """Restore every process default to its built-in value, as set by the ``BACKENDS_*``
     (and ``CUPY_TF32``) environment variables at import. Scope overrides are untouched."""
-    global version
-    with _lock:
-        defaults.update(BUILTIN)
-        _source.update(BUILTIN_SOURCE)
-        version += 1
+    _write_defaults(BUILTIN, BUILTIN_SOURCE)
 
 
 class SavedDefaults(NamedTuple):
@@ -145,12 +143,8 @@ def save_defaults() -> SavedDefaults:
 
 
 def restore_defaults(saved: SavedDefaults) -> None:
-    global _frozen, version
-    with _lock:
-        defaults.update(saved.values)
-        _source.update(saved.sources)
-        _frozen = saved.frozen
-        version += 1
+    set_frozen(saved.frozen)
+    _write_defaults(saved.values, saved.sources)
 
 
 def set_frozen(frozen: bool) -> None:
