@@ -124,6 +124,9 @@ def availability_report() -> list[str]:
             rows.append(("  OpenMP", "none loaded"))
     cupy, why = _import("cupy")
     rows.append(("CuPy", str(getattr(cupy, "__version__", "?")) if cupy is not None else why))
+    if cupy is not None and getattr(cupy.cuda.runtime, "is_hip", False):
+        # hipBLAS has no math mode and CuPy passes no cuBLAS compute type there: nothing to push.
+        rows.append(("  cuda.matmul.*", "no effect: CuPy is a ROCm/HIP build (hipBLAS has no math mode)"))
     rows += [
         ("cuda.is_built()", _safe(backends.cuda.is_built)),
         ("cuda.is_available()", _safe(backends.cuda.is_available)),

@@ -162,6 +162,18 @@ _SIGNATURES = {
     "zgemmBatched": "handle transa transb m n k alpha Aarray lda Barray ldb beta Carray ldc batchCount",
     "dgeam": "handle transa transb m n alpha A lda beta B ldb C ldc",
     "setMathMode": "handle mode",
+    "strsm": "handle side uplo trans diag m n alpha Aarray lda Barray ldb",
+    "strsmBatched": "handle side uplo trans diag m n alpha Aarray lda Barray ldb batchCount",
+    "ssyrk": "handle uplo trans n k alpha A lda beta C ldc",
+    "sgemv": "handle trans m n alpha A lda x incx beta y incy",
+    "sgetrfBatched": "handle n Aarray lda PivotArray infoArray batchSize",
+    "sgetrsBatched": "handle trans n nrhs Aarray lda devIpiv Barray ldb info batchSize",
+    "cgeam": "handle transa transb m n alpha A lda beta B ldb C ldc",
+    "zgeam": "handle transa transb m n alpha A lda beta B ldb C ldc",
+    "sdot": "handle n x incx y incy result",
+    "snrm2": "handle n x incx result",
+    "sgemmStridedBatched": "handle transa transb m n k alpha A lda strideA B ldb strideB beta C ldc strideC "
+    "batchCount",
 }
 
 
@@ -170,6 +182,118 @@ def test_cublas_functions_have_cupys_signatures(name: str) -> None:
     from cupy_backends.cuda.libs import cublas
 
     assert " ".join(inspect.signature(getattr(cublas, name)).parameters) == _SIGNATURES[name]
+
+
+def test_cublas_functions_carry_cythons_embedded_signature_and_record_launches() -> None:
+    from cupy_backends.cuda.libs import cublas
+
+    assert cublas.strsm.__doc__ == (
+        "strsm(intptr_t handle, int side, int uplo, int trans, int diag, int m, int n, size_t alpha, "
+        "size_t Aarray, int lda, size_t Barray, int ldb)"
+    )
+    assert cublas.create.__doc__ == "create() -> intptr_t"
+    assert cublas.check_status.__doc__ == "check_status(int status)"
+    assert cublas.sgetrsBatched.__doc__.endswith(") -> int")
+    handle = cublas.create()
+    assert cublas.sgetrsBatched(handle, 0, 4, 1, 0, 4, 0, 0, 4, 0, 2) == 0  # a cpdef int: 0, as in CuPy
+    assert cublas.snrm2(handle=handle, n=4, x=0, incx=1, result=0) is None
+    cublas.gemmStridedBatchedEx(handle, *([0] * 20), 69, -1)
+    assert [(launch.function, launch.handle, launch.compute_type) for launch in cublas.RECORDER.launches] == [
+        ("sgetrsBatched", handle, None), ("snrm2", handle, None), ("gemmStridedBatchedEx", handle, 69),
+    ]  # fmt: skip
+    with pytest.raises(TypeError):
+        cublas.snrm2(handle, 4, 0, 1)  # a missing argument, as Cython refuses it
+    with pytest.raises(cublas.CUBLASError, match="CUBLAS_STATUS_NOT_SUPPORTED"):
+        cublas.check_status(15)
+
+
+def test_hip_build() -> None:
+    code = """
+    import cupy
+    from cupy_backends.cuda.libs import cublas
+
+    handle = cupy.cuda.device.get_cublas_handle()
+    errors = []
+    for call in (lambda: cublas.setMathMode(handle, 3), lambda: cublas.getMathMode(handle)):
+        try:
+            call()
+        except cublas.CUBLASError as error:
+            errors.append([error.status, str(error)])
+    cupy.ndarray((4, 3), "float32") @ cupy.ndarray((3, 5), "float32")
+    cupy.ndarray((4, 3), "float16") @ cupy.ndarray((3, 5), "float16")
+    cupy.matmul(cupy.ndarray((2, 4, 3), "float32"), cupy.ndarray((2, 3, 5), "float32"))
+    R = cublas.RECORDER
+    print(json.dumps({
+        "is_hip": [cupy.cuda.runtime.is_hip, cupy.cuda.runtime._is_hip_environment],
+        "errors": errors,
+        "launches": [[l.function, l.compute_type] for l in R.launches],
+        "modes": len(R.math_mode_calls),
+    }))
+    """
+    out = run_alone(code, STANDIN_CUPY_HIP="1")
+    assert out == {
+        "is_hip": [True, True],
+        "errors": [[7, "HIPBLAS_STATUS_NOT_SUPPORTED"]] * 2,  # cupy_hipblas.h: no math mode on hipBLAS
+        "launches": [["sgemmEx", None], ["gemmEx", 0], ["gemmStridedBatchedEx", 0]],  # the pre-CUDA-11 path
+        "modes": 0,  # and CuPy never opts fp16 into tensor cores there
+    }
+    assert run_alone("import cupy\nprint(json.dumps(cupy.cuda.runtime.is_hip))") is False
+
+
+def test_tf32_compute_type_is_refused_below_compute_capability_8() -> None:
+    code = """
+    import warnings
+    import cupy
+    from cupy._core import _routines_linalg as linalg
+    from cupy_backends.cuda.libs import cublas
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cupy.ndarray((4, 3), "float32") @ cupy.ndarray((3, 5), "float32")  # CUPY_TF32=1 resolves here
+        linalg.set_compute_type("float64", linalg.COMPUTE_TYPE_BF16)
+    print(json.dumps([cupy._core.get_compute_type("float32"), cupy._core.get_compute_type("float64"),
+                      cublas.RECORDER.launches[-1].compute_type, len(caught)]))
+    """
+    assert run_alone(code, CUPY_TF32="1", STANDIN_CUPY_CC="75") == [1, 1, 68, 2]  # DEFAULT, with CuPy's warning
+    assert run_alone(code, CUPY_TF32="1", STANDIN_CUPY_CC="80") == [7, 6, 77, 0]
+
+
+def test_solve_triangular_and_batched_solve_call_cublas_as_cupy_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cupy
+
+    assert "cupy_backends.cuda.libs.cublas" not in sys.modules
+    import cupyx.scipy.linalg
+
+    assert "cupy_backends.cuda.libs.cublas" in sys.modules  # ``from cupy.cuda import cublas`` at its top
+    from cupy_backends.cuda.libs import cublas
+
+    handle = cupy.cuda.device.get_cublas_handle()
+    fetched: list[int] = []
+    original = cupy.cuda.device.get_cublas_handle
+    # Python code in CuPy: the handle comes through the module attribute (unlike the GEMMs)
+    monkeypatch.setattr(cupy.cuda.device, "get_cublas_handle", lambda: fetched.append(original()) or fetched[-1])
+    calls: list[tuple[str, tuple[Any, ...]]] = []
+    for name in ("strsm", "strsmBatched", "dgetrfBatched", "dgetrsBatched"):
+        function = getattr(cublas, name)
+        monkeypatch.setattr(cublas, name, lambda *args, f=function: calls.append((f.__name__, args)) or f(*args))
+
+    cupyx.scipy.linalg.solve_triangular(cupy.ndarray((5, 5), "float32"), cupy.ndarray((5, 2), "float32"))
+    cupyx.scipy.linalg.solve_triangular(cupy.ndarray((3, 5, 5), "float32"), cupy.ndarray((3, 5), "float32"),
+                                        lower=True)  # fmt: skip
+    cupy.linalg.solve(cupy.ndarray((3, 4, 4), "float64"), cupy.ndarray((3, 4, 2), "float64"))
+    assert fetched == [handle] * 3
+    assert [(name, args[0], len(args)) for name, args in calls] == [
+        ("strsm", handle, 12), ("strsmBatched", handle, 13),
+        ("dgetrfBatched", handle, 7), ("dgetrsBatched", handle, 11),
+    ]  # fmt: skip
+    # side, uplo, trans, diag, m, n: C-ordered batches are solved as transposed Fortran ones
+    assert calls[0][1][1:7] == (cublas.CUBLAS_SIDE_LEFT, cublas.CUBLAS_FILL_MODE_UPPER, cublas.CUBLAS_OP_N, 0, 5, 2)
+    assert calls[1][1][1:7] == (cublas.CUBLAS_SIDE_LEFT, cublas.CUBLAS_FILL_MODE_UPPER, cublas.CUBLAS_OP_T, 0, 5, 1)
+    assert calls[1][1][-1] == 3  # batchCount
+    assert calls[2][1][1] == 4 and calls[2][1][-1] == 3  # n, batchSize
+    assert calls[3][1][1:4] == (cublas.CUBLAS_OP_N, 4, 2)  # trans, n, nrhs
+    with pytest.raises(NotImplementedError):
+        cupy.linalg.solve(cupy.ndarray((4, 4), "float64"), cupy.ndarray((4,), "float64"))  # cuSOLVER: not modelled
 
 
 def test_gemm_functions_are_looked_up_by_name_and_the_handle_at_c_level(monkeypatch: pytest.MonkeyPatch) -> None:

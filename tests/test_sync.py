@@ -361,7 +361,7 @@ def test_sync_pushes_the_current_flags_once(standin_cupy: ModuleType) -> None:
             assert mode() == TF32_MATH | DISALLOW_REDUCED
         with cupy.cuda.Device(1):
             backends.sync()
-            assert mode() == TF32_MATH  # device 1's handle in this thread
+            assert mode() == TF32_MATH  # device 1's handle in this thread, made now: in this scope's mode
             assert cupy.cuda.device.get_cublas_handle() != handle
     backends.sync()
     assert mode() == DEFAULT_MATH
@@ -409,8 +409,8 @@ def test_sync_repairs_a_handle_that_another_task_changed(standin_cupy: ModuleTyp
 
 
 def test_sync_in_a_fresh_process_before_any_gemm() -> None:
-    """``import cupy`` does not load cuBLAS; ``sync()`` must still leave this thread's
-    handle with the flags' math mode."""
+    """``import cupy`` does not load cuBLAS, and ``sync()`` loads nothing; the handle CuPy
+    creates afterwards, in the same scope, starts with the flags' math mode."""
     code = """
     import json
     import backends, cupy
@@ -547,11 +547,20 @@ def test_missing_cuda_libraries_fail_exactly_as_without_backends(missing: str) -
     assert without[0][:2] == ["builtins", "ImportError"]  # the probe does reach the missing library
 
 
-CUBLAS_WRAPPED = (
-    "gemmEx", "sgemmEx", "gemmStridedBatchedEx", "sgemm", "dgemm", "cgemm", "zgemm",
-    "sgemmBatched", "dgemmBatched", "cgemmBatched", "zgemmBatched", "sgeam", "dgeam",
-    "setMathMode", "create", "destroy",
-)  # fmt: skip
+CUBLAS_SIGNATURES = STANDIN / "cupy_backends" / "cuda" / "libs" / "cublas_signatures.txt"
+# cuBLAS's handle, stream, pointer-mode and math-mode management: takes a handle, launches nothing.
+CUBLAS_MANAGEMENT = {"destroy", "getVersion", "getPointerMode", "setPointerMode", "setStream", "getStream",
+                     "setMathMode", "getMathMode"}  # fmt: skip
+
+
+def cublas_routines() -> list[str]:
+    """Every function of CuPy 14.2's cuBLAS module that takes a handle and launches work,
+    read from the wheel's embedded signatures (the stand-in is built from the same file)."""
+    lines = [line for line in CUBLAS_SIGNATURES.read_text().splitlines() if "(intptr_t handle" in line]
+    return sorted({line.split("(", 1)[0] for line in lines} - CUBLAS_MANAGEMENT)
+
+
+CUBLAS_WRAPPED = (*cublas_routines(), "setMathMode", "create", "destroy")
 
 
 def assert_same_face(wrapped: Any, original: Any) -> None:
@@ -797,51 +806,4 @@ def test_magma_warns_once_that_cusolver_is_used() -> None:
     assert out["calls"] == 8 * 2  # all 8 choleskys still ran (bufferSize + potrf each)
 
 
-# -- 11. cuDNN (CuPy 13's cupyx.cudnn) ---------------------------------------------------------------
-
-
-def convolve(cupy: ModuleType, dtype: str, **kwargs: Any) -> Any:
-    """One backward-filter call; returns what the stand-in recorded."""
-    import cupyx.cudnn
-
-    x = cupy.ndarray((1, 1, 4, 4), dtype)
-    gy, gw = cupy.ndarray((1, 1, 4, 4), dtype), cupy.ndarray((1, 1, 1, 1), dtype)
-    cupyx.cudnn.convolution_backward_filter(x, gy, gw, (0, 0), (1, 1), (1, 1), 1, **kwargs)
-    return cupyx.cudnn.RECORDER.calls[-1]
-
-
-def test_cudnn_defaults_pass_the_callers_arguments(standin_cupy: ModuleType) -> None:
-    cupy = standin_cupy
-    import cupyx.cudnn
-
-    for dtype in ("float32", "float64", "float16"):
-        for deterministic, auto_tune, tensor_core in ((False, False, "auto"), (True, True, "always")):
-            call = convolve(cupy, dtype, deterministic=deterministic, auto_tune=auto_tune, tensor_core=tensor_core)
-            assert call[1:4] == (deterministic, auto_tune, tensor_core)
-    x = cupy.ndarray((1, 1, 4, 4), "float32")
-    cupyx.cudnn.convolution_forward(x, x, None, x, (0, 0), (1, 1), (1, 1), 1, auto_tune=False, tensor_core="auto")
-    assert cupyx.cudnn.RECORDER.calls[-1][:4] == ("convolution_forward", None, False, "auto")
-
-
-def test_cudnn_flags_reach_the_convolutions(standin_cupy: ModuleType) -> None:
-    cupy = standin_cupy
-    import cupyx.cudnn
-
-    plain = {"deterministic": False, "auto_tune": False, "tensor_core": "auto"}
-    with backends.cudnn.flags(deterministic=True, benchmark=True):
-        assert convolve(cupy, "float32", **plain)[1:4] == (True, True, "auto")
-        w, x, y = (cupy.ndarray((1, 1, 4, 4), "float32") for _ in range(3))
-        cupyx.cudnn.convolution_backward_data(w, x, None, y, (0, 0), (1, 1), (1, 1), 1, **plain)
-        assert cupyx.cudnn.RECORDER.calls[-1][:4] == ("convolution_backward_data", True, True, "auto")
-        cupyx.cudnn.convolution_forward(x, w, None, y, (0, 0), (1, 1), (1, 1), 1, auto_tune=False, tensor_core="auto")
-        assert cupyx.cudnn.RECORDER.calls[-1][:4] == ("convolution_forward", None, True, "auto")
-    with backends.cudnn.flags(allow_tf32=False):
-        assert convolve(cupy, "float32", **plain)[3] == "never"
-        assert convolve(cupy, "float32", **{**plain, "tensor_core": "always"})[3] == "never"
-        assert convolve(cupy, "float16", **{**plain, "tensor_core": "always"})[3] == "always"
-    assert convolve(cupy, "float32", **plain)[1:4] == (False, False, "auto")
-
-    calls = len(cupyx.cudnn.RECORDER.calls)
-    with backends.cudnn.flags(enabled=False), pytest.raises(RuntimeError, match=r"backends\.cudnn\.enabled"):
-        convolve(cupy, "float32", **plain)
-    assert len(cupyx.cudnn.RECORDER.calls) == calls
+# cuDNN (CuPy 13's cupyx.cudnn and its cupy.cudnn alias): tests/test_sync_cudnn.py

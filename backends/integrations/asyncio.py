@@ -8,25 +8,28 @@ before each step, in the task's own context: each task's coroutine is awaited
 through ``synced()``, a native coroutine (asyncio's fast path) around a small
 generator that calls ``sync()`` before passing each step on. When nothing
 changed, a step costs that generator's resume and one identity comparison.
+Nothing ``sync()`` raises reaches the task (a launch through the sync layer
+pushes, and raises, again), and it creates no cuBLAS handle.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Coroutine
 from typing import Any
 
 from .._engine.scope import Stepped
-from ..sync import sync
+from ..sync import quietly, sync
 
 
 async def synced(coroutine: Coroutine[Any, Any, Any]) -> Any:
     """``await coroutine`` and return its result (its exceptions pass through), with
-    ``backends.sync()`` before each of its steps.
+    ``backends.sync()`` before each of its steps (never raising into it).
 
     A native coroutine around a generator (``drive``): asyncio's Task steps a native
     coroutine, its fast path, and the generator resumes by plain delegation."""
-    return await Stepped(coroutine, before=sync)
+    return await Stepped(coroutine, before=functools.partial(quietly, sync))
 
 
 def _factory(previous: Any) -> Any:

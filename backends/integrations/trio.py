@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import trio
 
-from ..sync import sync
+from ..sync import quietly, sync
 
 
 class Instrument(trio.abc.Instrument):
@@ -19,5 +19,6 @@ class Instrument(trio.abc.Instrument):
     ``trio.run(main, instruments=[backends.trio.Instrument()])``."""
 
     def before_task_step(self, task: trio.lowlevel.Task) -> None:
-        """trio's hook: sync the flags of ``task``, which is about to run a step."""
-        task.context.run(sync)
+        """trio's hook: sync the flags of ``task``, which is about to run a step (nothing
+        ``sync()`` raises reaches trio or the task)."""
+        task.context.run(quietly, sync)

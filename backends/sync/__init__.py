@@ -22,8 +22,8 @@ CuPy module never finishes importing and nothing is wrapped.
 from __future__ import annotations
 
 import importlib
-import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from .._engine import state
@@ -69,21 +69,45 @@ def install_hooks() -> None:
 
 
 def invalidate() -> None:
-    """Forget what this thread's last ``sync()`` pushed (something else changed a handle)."""
+    """Forget what this thread's last ``sync()`` pushed: a wrapper changed a handle or a
+    plan cache (or a handle appeared), so the next ``sync()`` pushes again."""
     _last.key = None
+
+
+def quietly(call: Callable[..., object], *args: Any) -> None:
+    """``call(*args)``, with any ``Exception`` it raises swallowed: for the pushes that must
+    never fail what they run in (a task step, CuPy's creation of a handle), where the
+    next launch through a wrapper pushes again and raises there, in the caller's code."""
+    # Not contextlib.suppress: this runs before every task step, where a bare try costs nothing.
+    try:  # noqa: SIM105
+        call(*args)
+    except Exception:
+        pass
 
 
 def sync() -> None:
     """Push the effective flags into the current thread's CuPy handles on the current
-    device, now: the cuBLAS handle's math mode (``cuda.matmul.*``) and the cuFFT plan
+    device, now: the cuBLAS handles' math mode (``cuda.matmul.*``) and the cuFFT plan
     cache's capacity (``cuda.cufft_plan_cache.max_size``). For code that calls cuBLAS
-    itself with CuPy's handle; CuPy's own launches are synced without it, and
+    through its own bindings with CuPy's handle; CuPy's own launches, and every call of
+    ``cupy_backends.cuda.libs.cublas``, are synced without it, and
     ``backends.asyncio.install()`` / ``backends.trio.Instrument`` call it before each
-    task step. A no-op without CuPy, a driver, a GPU or the CUDA libraries; never raises
-    for their absence.
+    task step (where nothing it raises reaches the task).
 
-    Costs CuPy's current-device query and one comparison when nothing changed since
-    this thread's last sync.
+    Creates no cuBLAS handle (and so no CUDA context) and loads no CUDA library: a
+    thread without a handle has nothing to push into, and the handle CuPy makes for it
+    later starts with the flags of the context that makes it. The handles it knows are
+    those made since ``backends`` wrapped cuBLAS, and older ones from their first
+    launch through CuPy's cuBLAS module on.
+
+    A no-op without CuPy, a driver, a GPU or the CUDA libraries; never raises for their
+    absence. Costs CuPy's current-device query and one comparison when nothing changed
+    since this thread's last sync.
+
+    Raises:
+        Exception: what CuPy raises when a push into an existing handle fails (such as
+            ``cupy_backends.cuda.libs.cublas.CUBLASError``): the flags are then not in
+            force on that handle, and the next ``sync()`` tries again.
     """
     query = _device_query
     if query is None:  # CuPy is not imported: nothing to push into
@@ -99,16 +123,8 @@ def sync() -> None:
             return
     except AttributeError:  # this thread's first sync
         pass
-    device_module = sys.modules.get("cupy.cuda.device")
-    if device_module is None:
-        return
-    try:
-        # CuPy creates the handle, and imports cuBLAS (so our hook wraps it) on first use.
-        handle = device_module.get_cublas_handle()
-    except ImportError:  # the CUDA libraries are not installed
-        return
     if "cublas" in installed:
-        installed["cublas"].prepare(handle)
+        installed["cublas"].sync(device)
     for name in ("cufft", "cusolver"):
         if name in installed:
             installed[name].sync()

@@ -3,39 +3,59 @@
 Flags: ``cuda.matmul.allow_tf32`` and the two reduced-precision-reduction flags.
 
 CuPy keeps one cuBLAS handle per (Python thread, device), shared by every asyncio
-task on that thread, and its 2-D GEMMs pass an explicit compute type taken from
-a process-wide setting (``CUPY_TF32=1`` makes it ``CUBLAS_COMPUTE_32F_FAST_TF32``,
-which overrides the handle's math mode). So right before each GEMM, the wrapper:
+task on that thread, and looks each function of ``cupy_backends.cuda.libs.cublas``
+up by name when it calls it. The math mode is a property of the handle, so it would
+outlive the scope that set it; instead, right before **every** call of a function
+that takes a handle and launches work (GEMMs, ``?trsm``, ``?syrk``, ``?gemv``,
+``?getrfBatched``, ``?geam``, ``?dot``, ``?nrm2``, ...: every public function whose
+first parameter is the handle, found at install time, less the handle, stream,
+pointer-mode and math-mode management), the wrapper:
 
 1. sets the handle's math mode from the launching context's flags, if the mode it
    last saw on that handle differs (``setMathMode`` is wrapped too, so a change by
    CuPy or anyone else is seen);
-2. rewrites a float32 GEMM's compute type to ``CUBLAS_COMPUTE_32F_FAST_TF32`` or
-   ``CUBLAS_COMPUTE_32F`` to match ``allow_tf32`` (a per-call argument, so this is
-   thread-safe where changing CuPy's process-wide compute type is not).
-   Pedantic and explicitly reduced compute types chosen with
-   ``cupy._core.set_compute_type`` are left alone.
+2. for a float32 GEMM that passes a compute type (``gemmEx``, ``gemmStridedBatchedEx``),
+   rewrites ``CUBLAS_COMPUTE_32F`` <-> ``CUBLAS_COMPUTE_32F_FAST_TF32`` to match
+   ``allow_tf32`` (a per-call argument, so this is thread-safe where changing CuPy's
+   process-wide compute type is not). Only these two are swapped: they take the same
+   float alpha/beta. Pedantic, reduced and legacy compute types are passed as given.
 
 Math modes: ``CUBLAS_TF32_TENSOR_OP_MATH`` (3) when ``allow_tf32`` else
 ``CUBLAS_DEFAULT_MATH`` (0), OR ``CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION``
 (16) when the GEMM's input type (fp16 or bf16) is not allowed reduced-precision
-reductions. Where the input type is not known (``backends.sync()``), the fp16 flag
-decides the bit, as in torch.
+reductions. Where the input type is not known (other routines, ``backends.sync()``),
+the fp16 flag decides the bit, as in torch.
+
+Below compute capability 8.0 (of the device the handle was made on) no TF32 is asked
+for, neither math mode nor compute type, as CuPy stores ``COMPUTE_TYPE_DEFAULT`` for
+TF32 there. On a ROCm/HIP build nothing is wrapped: hipBLAS has no math mode (CuPy's
+shim answers ``setMathMode`` with ``HIPBLAS_STATUS_NOT_SUPPORTED``, and CuPy raises),
+and CuPy never passes a cuBLAS compute type there; the cuBLAS flags do nothing.
+
+A handle made by the wrapped ``create`` (CuPy makes one on a thread's first use of a
+device) starts in the creating context's mode and is recorded for its thread and
+device, so ``sync()`` finds it without asking CuPy (which would create one). A handle
+made before this module wrapped ``create`` is recorded at its first launch here.
 
 The cost when nothing changed: one frame-identity comparison, one version
-comparison and one dict lookup per GEMM.
+comparison and two dict lookups per call.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
+import inspect
+import re
+import threading
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 from .._engine import state
 from .._engine.state import current, read
-from . import invalidate
+from . import invalidate, quietly
+from .wrapping import original, replace
 
 MODULE = "cupy_backends.cuda.libs.cublas"
 
@@ -52,7 +72,8 @@ _FP32_TYPES = {0, 4}  # CUDA_R_32F, CUDA_C_32F
 
 FP16, BF16 = 0, 1  # index into the modes tuple
 
-# (positional index of Atype, of computeType) for the functions that have them.
+# (positional index of Atype, of computeType) for the GEMMs CuPy's matmul/dot call; every
+# other routine is wrapped too (see _takes_handle), without a type to read or rewrite.
 _GEMMS: dict[str, tuple[int | None, int | None]] = {
     "gemmEx": (8, 17),
     "sgemmEx": (8, None),
@@ -69,17 +90,28 @@ _GEMMS: dict[str, tuple[int | None, int | None]] = {
     "dgeam": (None, None),
 }
 
+# Take a handle but launch nothing: cuBLAS's create/destroy and its getters and setters
+# (cublasGetVersion, Get/SetPointerMode, Get/SetStream, Get/SetMathMode).
+_MANAGEMENT = re.compile(r"(create|destroy|(get|set)[A-Z]\w*)\Z")
+
 #: handle -> (frame, version, modes, allow_tf32): the flags last seen for that handle
 _seen: dict[int, tuple[Any, int, tuple[int, int], bool]] = {}
-#: handle -> the math mode we know is set on it
+#: handle -> the math mode we know is set on it (also: the live handles we know of)
 _mode_on: dict[int, int] = {}
+#: handle -> whether its device has TF32 (compute capability >= 8.0)
+_has_tf32: dict[int, bool] = {}
+#: .handles: {device: [handle, ...]}, this thread's handles, for sync()
+_mine = threading.local()
 _set_math_mode: Callable[[int, int], None] | None = None
+_runtime: Any = None  # cupy_backends.cuda.api.runtime
+hip = False  #: whether the installed CuPy is a ROCm/HIP build (then nothing is wrapped)
 
 
-def modes() -> tuple[tuple[int, int], bool]:
+def modes(tf32_possible: bool = True) -> tuple[tuple[int, int], bool]:
     """The math modes (for fp16-or-other GEMMs, for bf16 GEMMs) and ``allow_tf32``,
-    from the flags effective in the current context."""
-    tf32 = bool(read("cuda.matmul.allow_tf32"))
+    from the flags effective in the current context; ``allow_tf32`` is False where
+    ``tf32_possible`` is not."""
+    tf32 = tf32_possible and bool(read("cuda.matmul.allow_tf32"))
     base = TF32_TENSOR_OP_MATH if tf32 else DEFAULT_MATH
     strict = base | DISALLOW_REDUCED_PRECISION_REDUCTION
     fp16 = base if read("cuda.matmul.allow_fp16_reduced_precision_reduction") else strict
@@ -87,12 +119,32 @@ def modes() -> tuple[tuple[int, int], bool]:
     return (fp16, bf16), tf32
 
 
+def _adopt(handle: int) -> bool:
+    """Note ``handle`` as this thread's, on the current device (CuPy's key for it: CuPy
+    makes the device current around ``create()``, and launches on the current device's
+    handle); return whether that device has TF32: compute capability >= 8.0, CuPy's own
+    test (``_routines_linalg.pyx`` ``set_compute_type``)."""
+    device = _runtime.getDevice()
+    major = _runtime.deviceGetAttribute(_runtime.deviceAttributeComputeCapabilityMajor, device)
+    has_tf32 = _has_tf32[handle] = bool(major >= 8)
+    handles: dict[int, list[int]] = _mine.__dict__.setdefault("handles", {})
+    handles.setdefault(device, []).append(handle)
+    invalidate()  # the last sync() did not cover this handle
+    return has_tf32
+
+
 def prepare(handle: int, kind: int = FP16) -> bool:
-    """Put the current context's math mode on ``handle``; return ``allow_tf32``."""
+    """Put the current context's math mode on ``handle`` (``kind``: whose reduced-precision
+    flag decides the bit, ``FP16`` or ``BF16``); return the ``allow_tf32`` to use on it.
+
+    Raises what CuPy's ``setMathMode`` raises (``CUBLASError``, ...) when a push fails."""
     frame, version = current(), state.version
     seen = _seen.get(handle)
     if seen is None or seen[0] is not frame or seen[1] != version:
-        seen = _seen[handle] = (frame, version, *modes())
+        has_tf32 = _has_tf32.get(handle)
+        if has_tf32 is None:  # first sight of a handle CuPy made before we wrapped create()
+            has_tf32 = _adopt(handle)
+        seen = _seen[handle] = (frame, version, *modes(has_tf32))
     mode = seen[2][kind]
     if _mode_on.get(handle) != mode and _set_math_mode is not None:
         _set_math_mode(handle, mode)
@@ -101,66 +153,137 @@ def prepare(handle: int, kind: int = FP16) -> bool:
     return seen[3]
 
 
-def _wrap_gemm(original: Callable[..., Any], type_at: int | None, compute_at: int | None) -> Callable[..., Any]:
-    @functools.wraps(original)
-    def launch(*args: Any, **kwargs: Any) -> Any:
+def sync(device: int) -> None:
+    """Put the current context's math mode on this thread's handles for ``device``.
+    Creates none (a handle CuPy creates later starts in its creator's mode).
+
+    Raises what CuPy's ``setMathMode`` raises when a push fails."""
+    for handle in getattr(_mine, "handles", {}).get(device, ()):
+        if handle in _mode_on:  # alive: a mode was set on it, and it was not destroyed (elsewhere) since
+            prepare(handle)
+
+
+def _wrap(cupy_routine: Callable[..., Any], type_at: int | None, compute_at: int | None) -> Callable[..., Any]:
+    """The wrapper of one routine: math mode, and for GEMMs with types, the compute type.
+    A call without a handle goes to CuPy as it is (which raises its ``TypeError``)."""
+    if type_at is None and compute_at is None:
+
+        def routine(*args: Any, **kwargs: Any) -> Any:
+            handle = args[0] if args else kwargs.get("handle")
+            if handle is not None:
+                prepare(handle)
+            return cupy_routine(*args, **kwargs)
+
+        return routine
+
+    def gemm(*args: Any, **kwargs: Any) -> Any:
+        handle = args[0] if args else kwargs.get("handle")
+        if handle is None:
+            return cupy_routine(*args, **kwargs)
         atype = args[type_at] if type_at is not None and len(args) > type_at else kwargs.get("Atype")
-        kind = BF16 if atype in _BF16_TYPES else FP16
-        handle = args[0] if args else kwargs["handle"]
-        allow_tf32 = prepare(handle, kind)
+        allow_tf32 = prepare(handle, BF16 if atype in _BF16_TYPES else FP16)
         if compute_at is not None and atype in _FP32_TYPES:
             wanted = COMPUTE_32F_FAST_TF32 if allow_tf32 else COMPUTE_32F
             if len(args) > compute_at:
                 if args[compute_at] in (COMPUTE_32F, COMPUTE_32F_FAST_TF32) and args[compute_at] != wanted:
-                    args = (*args[:compute_at], wanted, *args[compute_at + 1:])
+                    args = (*args[:compute_at], wanted, *args[compute_at + 1 :])
             elif kwargs.get("computeType") in (COMPUTE_32F, COMPUTE_32F_FAST_TF32):
                 kwargs["computeType"] = wanted
-        return original(*args, **kwargs)
+        return cupy_routine(*args, **kwargs)
 
-    launch.__backends_wrapped__ = original  # type: ignore[attr-defined]
-    return launch
+    return gemm
+
+
+def _takes_handle(name: str, function: Any) -> bool:
+    """Whether ``function`` (public attribute ``name`` of the cuBLAS module) is a routine
+    to wrap: not management, and its first parameter is the handle.
+
+    CuPy's functions are Cython builtins without ``inspect.signature``, but CuPy builds
+    with ``embedsignature``: the first line of ``__doc__`` is ``name(intptr_t handle, ...)``.
+    Without that line, the signature; without either, CuPy's naming (its routines are
+    camelCase, its helpers such as ``check_status`` have an underscore)."""
+    if name.startswith("_") or _MANAGEMENT.match(name) or not callable(function) or isinstance(function, type):
+        return False
+    doc = (function.__doc__ or "").lstrip()
+    if doc.startswith(name + "("):
+        first = doc[len(name) + 1 :].split(",", 1)[0].split(")", 1)[0]
+        return first.split()[-1:] == ["handle"]
+    try:
+        return list(inspect.signature(function).parameters)[:1] == ["handle"]
+    except (TypeError, ValueError):  # a builtin without a signature
+        return "_" not in name
+
+
+def routines(module: ModuleType) -> list[str]:
+    """The names of ``module``'s functions that take a handle and launch work: the set
+    the sync layer wraps."""
+    return sorted(name for name in dir(module) if _takes_handle(name, original(getattr(module, name))))
+
+
+def _start(handle: int) -> None:
+    _adopt(handle)
+    prepare(handle)
+
+
+def _forget(handle: int) -> None:
+    for table in (_mode_on, _seen, _has_tf32):  # the pointer may be reused by a later create()
+        table.pop(handle, None)
+    for handles in getattr(_mine, "handles", {}).values():
+        if handle in handles:
+            handles.remove(handle)
 
 
 def install(module: ModuleType) -> None:
-    """Wrap the GEMM launch points and the handle life cycle of ``module`` (CuPy's
-    ``cupy_backends.cuda.libs.cublas``)."""
-    global _set_math_mode
-    original_set = _unwrapped(module.setMathMode)
-    _set_math_mode = original_set
-    _mode_on.clear()
-    _seen.clear()
+    """Wrap every routine and the handle life cycle of ``module`` (CuPy's
+    ``cupy_backends.cuda.libs.cublas``); on a HIP build, nothing."""
+    global _set_math_mode, _runtime, hip
+    _runtime = importlib.import_module("cupy_backends.cuda.api.runtime")
+    hip = bool(getattr(_runtime, "is_hip", False))
+    _set_math_mode = None
+    for table in (_mode_on, _seen, _has_tf32):
+        table.clear()
+    _mine.__dict__.clear()  # this thread's record (other threads' hold handles no longer in _mode_on)
+    if hip:
+        return
+    _set_math_mode = original(module.setMathMode)
 
-    @functools.wraps(original_set)
-    def setMathMode(handle: int, mode: int) -> Any:
-        result = original_set(handle, mode)
-        _mode_on[handle] = mode  # someone else changed it: the next launch resyncs
-        invalidate()
-        return result
+    def watched(set_math_mode: Any) -> Callable[..., Any]:
+        def setMathMode(handle: int, mode: int) -> Any:
+            result = set_math_mode(handle, mode)
+            _mode_on[handle] = mode  # someone else changed it: the next launch resyncs
+            invalidate()
+            return result
 
-    original_create, original_destroy = _unwrapped(module.create), _unwrapped(module.destroy)
+        return setMathMode
 
-    @functools.wraps(original_create)
-    def create(*args: Any, **kwargs: Any) -> Any:
-        handle = original_create(*args, **kwargs)
-        _mode_on[handle] = DEFAULT_MATH  # a new handle starts in the default math mode
-        _seen.pop(handle, None)
-        return handle
+    def started(create_handle: Any) -> Callable[..., Any]:
+        def create(*args: Any, **kwargs: Any) -> Any:
+            return _started(create_handle(*args, **kwargs))
 
-    @functools.wraps(original_destroy)
-    def destroy(handle: int, *args: Any, **kwargs: Any) -> Any:
-        _mode_on.pop(handle, None)  # the pointer may be reused by a later create()
-        _seen.pop(handle, None)
-        return original_destroy(handle, *args, **kwargs)
+        return create
 
-    for name, wrapper in (("setMathMode", setMathMode), ("create", create), ("destroy", destroy)):
-        wrapper.__backends_wrapped__ = wrapper.__wrapped__  # type: ignore[attr-defined]
-        setattr(module, name, wrapper)
-    for name, (type_at, compute_at) in _GEMMS.items():
-        original = getattr(module, name, None)
-        if original is not None:
-            setattr(module, name, _wrap_gemm(_unwrapped(original), type_at, compute_at))
+    def forgotten(destroy_handle: Any) -> Callable[..., Any]:
+        def destroy(handle: int, *args: Any, **kwargs: Any) -> Any:
+            quietly(_forget, handle)  # (CuPy destroys handles as their thread ends: nothing may stop that)
+            return destroy_handle(handle, *args, **kwargs)
+
+        return destroy
+
+    replace(module, "setMathMode", watched)
+    replace(module, "create", started)
+    replace(module, "destroy", forgotten)
+    for name in routines(module):
+        type_at, compute_at = _GEMMS.get(name, (None, None))
+        replace(module, name, functools.partial(_wrap, type_at=type_at, compute_at=compute_at))
 
 
-def _unwrapped(function: Any) -> Any:
-    return getattr(function, "__backends_wrapped__", function)
-
+def _started(handle: int) -> int:
+    """A handle just made by CuPy's ``create``: known, recorded, and in the creator's mode,
+    for code that fetches CuPy's handle and calls cuBLAS its own way."""
+    _mode_on[handle] = DEFAULT_MATH  # a new handle starts in the default math mode
+    _seen.pop(handle, None)
+    _has_tf32.pop(handle, None)
+    # A failure must not lose the handle: CuPy has not stored it yet, and its first launch
+    # here adopts it and pushes again.
+    quietly(_start, handle)
+    return handle

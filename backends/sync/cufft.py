@@ -10,12 +10,13 @@ the one plan-cache setting cuFFT-side, and this makes it follow the launcher.
 
 from __future__ import annotations
 
-import functools
 import sys
 from types import ModuleType
 from typing import Any
 
 from .._engine.state import read
+from . import invalidate
+from .wrapping import replace
 
 MODULE = "cupy.fft._fft"
 
@@ -25,20 +26,21 @@ def fit(cache: Any) -> Any:
     size = read("cuda.cufft_plan_cache.max_size")
     if cache.get_size() != size:
         cache.set_size(size)
+        invalidate()  # this thread's last sync() no longer describes the cache
     return cache
 
 
 def install(module: ModuleType) -> None:
     """Wrap ``get_plan_cache`` in ``cupy.fft._fft``, where every CuPy and
     ``cupyx.scipy.fft`` transform fetches its plan cache."""
-    original = getattr(module.get_plan_cache, "__backends_wrapped__", module.get_plan_cache)
 
-    @functools.wraps(original)
-    def get_plan_cache(*args: Any, **kwargs: Any) -> Any:
-        return fit(original(*args, **kwargs))
+    def fitted(original: Any) -> Any:
+        def get_plan_cache(*args: Any, **kwargs: Any) -> Any:
+            return fit(original(*args, **kwargs))
 
-    get_plan_cache.__backends_wrapped__ = original  # type: ignore[attr-defined]
-    setattr(module, "get_plan_cache", get_plan_cache)  # noqa: B010
+        return get_plan_cache
+
+    replace(module, "get_plan_cache", fitted)
 
 
 def current_cache() -> Any:

@@ -20,8 +20,12 @@ _ALIASES = {
     "i": "int32",
     "l": "int64",
     "int": "int64",
+    "L": "uint64",
+    "uintp": "uint64",
 }
-_KNOWN = {"float16", "bfloat16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32", "int64"}
+_KNOWN = {
+    "float16", "bfloat16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32", "int64", "uint64",
+}  # fmt: skip
 # char as NumPy (and ml_dtypes, for bfloat16) spells it
 CHAR = {
     "float16": "e",
@@ -34,6 +38,7 @@ CHAR = {
     "int16": "h",
     "int32": "i",
     "int64": "l",
+    "uint64": "L",
 }
 ITEMSIZE = {
     "float16": 2,
@@ -46,6 +51,7 @@ ITEMSIZE = {
     "int16": 2,
     "int32": 4,
     "int64": 8,
+    "uint64": 8,
 }
 
 

@@ -1,12 +1,17 @@
 """Stand-in for ``cupy._core._routines_linalg``: CuPy 14's GEMM dispatch, without the arithmetic.
 
 ``dot`` (also ``@`` and ``matmul`` on 1-D/2-D operands) goes through ``tensordot_core``:
-on compute capability >= 50 it calls ``tensordot_core_v11``, which passes an explicit
-cuBLAS compute type from the process-wide ``get_compute_type`` to ``cublas.gemmEx``;
-below 50 (``STANDIN_CUPY_CC``) it takes the pre-CUDA-11 path (``sgemmEx``, ``dgemm``,
-``cgemm``, ``zgemm``). ``matmul`` on 3-D and higher operands calls
-``cublas.gemmStridedBatchedEx`` (compute type = the CUDA data type; the handle's
-math mode decides), or ``{s,d,c,z}gemmBatched`` when a batch dimension broadcasts.
+on CUDA at compute capability >= 50 it calls ``tensordot_core_v11``, which passes an
+explicit cuBLAS compute type from the process-wide ``get_compute_type`` to
+``cublas.gemmEx``; below 50 (``STANDIN_CUPY_CC``) or on a HIP build
+(``STANDIN_CUPY_HIP``) it takes the pre-CUDA-11 path (``sgemmEx``, ``dgemm``,
+``cgemm``, ``zgemm``; fp16/bf16 through ``gemmEx`` with the legacy ``CUDA_R_32F``
+compute type on HIP or at compute capability >= 70, else ``sgemmEx``).
+``set_compute_type`` refuses TF32 and BF16 below compute capability 80 (it warns and
+stores DEFAULT), so ``CUPY_TF32=1`` gives no TF32 compute type there, as in CuPy.
+``matmul`` on 3-D and higher operands calls ``cublas.gemmStridedBatchedEx`` (compute
+type = the CUDA data type; the handle's math mode decides), or ``{s,d,c,z}gemmBatched``
+when a batch dimension broadcasts.
 Integer operands (and bfloat16 in the batched path) use CuPy's own kernels: no cuBLAS.
 
 Every function imports ``cupy_backends.cuda.libs.cublas`` inside itself and looks its
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from typing import Any
 
 from cupy_backends.cuda.api import runtime
@@ -69,7 +75,17 @@ def to_compute_type_index(dtype: Any) -> int:
 
 
 def set_compute_type(dtype: Any, compute_type: int) -> None:
-    if compute_type not in compute_type_str:
+    """As CuPy's: BF16 and TF32 are stored only at compute capability >= 80 (of the
+    current device); below, CuPy warns and stores DEFAULT."""
+    if compute_type in (COMPUTE_TYPE_BF16, COMPUTE_TYPE_TF32):
+        if int(_get_compute_capability()) < 80:
+            warnings.warn(
+                "COMPUTE_TYPE_BF16 and COMPUTE_TYPE_TF32 are only available on GPUs with compute capability "
+                "8.0 or higher. COMPUTE_TYPE_DEFAULT will be used instead.",
+                stacklevel=2,
+            )
+            compute_type = COMPUTE_TYPE_DEFAULT
+    elif compute_type not in compute_type_str:
         raise ValueError(f"Unknown compute type: {compute_type}")
     _compute_types[to_compute_type_index(dtype)] = compute_type
 
@@ -141,27 +157,40 @@ def tensordot_core(a: ndarray, b: ndarray, out: ndarray | None, n: int, m: int, 
     a_ptr, b_ptr, c_ptr = a.data.ptr, b.data.ptr, out.data.ptr
     c_cuda_dtype = to_cuda_dtype(dtype, is_half_allowed=True)
 
-    if c_cuda_dtype in (runtime.CUDA_R_16F, runtime.CUDA_R_16BF) and _fp16_tensor_core_opt_in():
-        # The tensor-core opt-in branch of CuPy's tensordot_core (see the README).
-        handle = _get_cublas_handle()
-        cublas.setMathMode(handle, cublas.CUBLAS_TENSOR_OP_MATH)
-        cublas.gemmEx(
-            handle, transb, transa, m, n, k,
-            _ONE, b_ptr, c_cuda_dtype, ldb,
-            a_ptr, c_cuda_dtype, lda, _ZERO,
-            c_ptr, c_cuda_dtype, m, runtime.CUDA_R_32F,
-            cublas.CUBLAS_GEMM_DEFAULT_TENSOR_OP,
-        )  # fmt: skip
-        cublas.setMathMode(handle, cublas.CUBLAS_DEFAULT_MATH)
-        return out
-
-    if not runtime._is_hip_environment and compute_capability >= 50:
+    half = c_cuda_dtype in (runtime.CUDA_R_16F, runtime.CUDA_R_16BF)
+    hip = runtime._is_hip_environment
+    if not hip and compute_capability >= 50 and not (half and _fp16_tensor_core_opt_in()):
         tensordot_core_v11(transb, transa, m, n, k, b, ldb, a, lda, out, m)
         return out
 
     handle = _get_cublas_handle()
-    if c_cuda_dtype in (runtime.CUDA_R_16F, runtime.CUDA_R_16BF, runtime.CUDA_R_32F):
-        # (fp16 reaches the tensor-core branch only at compute capability >= 70)
+    if half:
+        # (the stand-in's switch stands for compute capability >= 70 on this pre-CUDA-11 path)
+        use_tensor_core = (not hip and (compute_capability >= 70 or _fp16_tensor_core_opt_in())) or hip
+        if use_tensor_core:
+            can_opt_in_tensorcore = not hip
+            if can_opt_in_tensorcore:
+                cublas.setMathMode(handle, cublas.CUBLAS_TENSOR_OP_MATH)
+                algo = cublas.CUBLAS_GEMM_DEFAULT_TENSOR_OP
+            else:
+                algo = cublas.CUBLAS_GEMM_DEFAULT
+            cublas.gemmEx(
+                handle, transb, transa, m, n, k,
+                _ONE, b_ptr, c_cuda_dtype, ldb,
+                a_ptr, c_cuda_dtype, lda, _ZERO,
+                c_ptr, c_cuda_dtype, m, runtime.CUDA_R_32F,
+                algo,
+            )  # fmt: skip
+            if can_opt_in_tensorcore:
+                cublas.setMathMode(handle, cublas.CUBLAS_DEFAULT_MATH)
+        else:
+            cublas.sgemmEx(
+                handle, transb, transa, m, n, k,
+                _ONE, b_ptr, c_cuda_dtype, ldb,
+                a_ptr, c_cuda_dtype, lda, _ZERO,
+                c_ptr, c_cuda_dtype, m,
+            )  # fmt: skip
+    elif c_cuda_dtype == runtime.CUDA_R_32F:
         cublas.sgemmEx(
             handle, transb, transa, m, n, k,
             _ONE, b_ptr, c_cuda_dtype, ldb,

@@ -2,5 +2,6 @@
 
 from cupy.linalg._decomposition import cholesky
 from cupy.linalg._product import dot, matmul, tensordot
+from cupy.linalg._solve import solve
 
-__all__ = ["cholesky", "dot", "matmul", "tensordot"]
+__all__ = ["cholesky", "dot", "matmul", "solve", "tensordot"]

@@ -1,1 +1,1 @@
-"""Stand-in for ``cupyx.scipy`` (``cupyx.scipy.fft`` is imported on demand, as in CuPy)."""
+"""Stand-in for ``cupyx.scipy`` (``cupyx.scipy.fft`` and ``cupyx.scipy.linalg`` are imported on demand, as in CuPy)."""

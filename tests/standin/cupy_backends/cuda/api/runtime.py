@@ -3,6 +3,9 @@
 The current device is per Python thread (as the CUDA runtime's is per host thread),
 0 by default. ``STANDIN_CUPY_NO_GPU=1`` simulates a machine without a driver and
 ``STANDIN_CUPY_DEVICES=n`` sets the device count (default 2); both are read at call time.
+``STANDIN_CUPY_HIP=1`` makes this a ROCm/HIP build (``is_hip``, and the
+``_is_hip_environment`` that CuPy's Cython code reads): read at import, as CuPy fixes
+it when it is built.
 """
 
 from __future__ import annotations
@@ -10,8 +13,8 @@ from __future__ import annotations
 import os
 import threading
 
-is_hip = False
-_is_hip_environment = False
+_is_hip_environment = os.environ.get("STANDIN_CUPY_HIP", "0") not in ("", "0")  # for runtime being cimport'd
+is_hip = _is_hip_environment  # for runtime being import'd
 
 # cudaDataType_t (library_types.h), as in _runtime_enum.pxd
 CUDA_R_32F = 0

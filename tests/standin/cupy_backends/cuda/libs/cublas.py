@@ -1,16 +1,31 @@
 """Stand-in for ``cupy_backends.cuda.libs.cublas``: fake handles that record every launch.
 
-Constants and positional signatures are CuPy 14's (``cublas.pxd`` / ``cublas.pyx``).
+Constants are CuPy 14's (``cublas.pxd``). The functions are CuPy 14.2's, built from the
+wheel's embedded signatures (``cublas_signatures.txt``, copied verbatim): the same
+names, parameter names and order, and the same ``__doc__`` (Cython's
+``embedsignature`` line); unlike CuPy's Cython builtins they also have an
+``inspect.signature``. Every function that takes a handle other than the handle,
+stream, pointer-mode and math-mode management (95 in 14.2: GEMMs, ``?trsm``,
+``?syrk``, ``?gemv``, ``?getrfBatched``, ``?geam``, ``?dot``, ``?nrm2``, ...) is a
+*routine*: it records a launch and does nothing else (``?getrsBatched`` returns 0,
+as CuPy's ``cpdef int`` does).
+
 A handle is an int that no ``create()`` in this process ever returns again (even
 after this module is re-imported); its math mode starts at ``CUBLAS_DEFAULT_MATH``.
 Using a destroyed (or never created) handle raises ``ValueError``.
 
+On a HIP build (``STANDIN_CUPY_HIP=1``, see ``cupy_backends.cuda.api.runtime``),
+``setMathMode`` and ``getMathMode`` raise ``CUBLASError(7)``
+(``HIPBLAS_STATUS_NOT_SUPPORTED``), as CuPy's hipBLAS shim answers them
+(``cupy_backends/hip/cupy_hipblas.h``) and ``check_status`` raises.
+
 ``RECORDER`` holds, in call order:
 
 - ``launches``: a ``Launch(function, handle, math_mode, compute_type, thread)`` for
-  every GEMM/GEAM: the handle's math mode at the call, the ``computeType`` argument
+  every routine: the handle's math mode at the call, the ``computeType`` argument
   (``None`` for functions without one) and ``threading.get_ident()``;
-- ``math_mode_calls``: a ``MathModeCall(handle, mode, thread)`` for every ``setMathMode``;
+- ``math_mode_calls``: a ``MathModeCall(handle, mode, thread)`` for every successful
+  ``setMathMode``;
 - ``created``: a ``Created(handle, device, thread)`` for every ``create()``;
 - ``destroyed``: the handles passed to ``destroy()``.
 
@@ -19,9 +34,12 @@ Using a destroyed (or never created) handle raises ``ValueError``.
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
-from typing import NamedTuple
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
 
 from cupy_backends.cuda.api import runtime as _runtime
 from cupy_backends.cuda.libs._check import require as _require
@@ -79,10 +97,26 @@ _STATUS = {
 }
 
 
+_HIP_STATUS = {
+    0: "HIPBLAS_STATUS_SUCCESS",
+    1: "HIPBLAS_STATUS_NOT_INITIALIZED",
+    2: "HIPBLAS_STATUS_ALLOC_FAILED",
+    3: "HIPBLAS_STATUS_INVALID_VALUE",
+    4: "HIPBLAS_STATUS_MAPPING_ERROR",
+    5: "HIPBLAS_STATUS_EXECUTION_FAILED",
+    6: "HIPBLAS_STATUS_INTERNAL_ERROR",
+    7: "HIPBLAS_STATUS_NOT_SUPPORTED",
+    8: "HIPBLAS_STATUS_ARCH_MISMATCH",
+    9: "HIPBLAS_STATUS_HANDLE_IS_NULLPTR",
+}
+_HIP_NOT_SUPPORTED = 7
+
+
 class CUBLASError(RuntimeError):
     def __init__(self, status: int) -> None:
         self.status = status
-        super().__init__(_STATUS.get(status, f"CUBLAS_STATUS_{status}"))
+        names = _HIP_STATUS if _runtime._is_hip_environment else _STATUS
+        super().__init__(names.get(status, f"CUBLAS_STATUS_{status}"))
 
     def __reduce__(self) -> tuple[type, tuple[int]]:
         return (type(self), (self.status,))
@@ -149,14 +183,20 @@ def _live(handle: int) -> int:
     return mode
 
 
-def handle_device(handle: int) -> int:
-    """The device that was current when ``handle`` was created (stand-in only)."""
+def _handle_device(handle: int) -> int:
+    """The device that was current when ``handle`` was created (stand-in only; private, as it
+    is no cuBLAS function)."""
     return _devices[handle]
 
 
 ###############################################################################
 # Context
 ###############################################################################
+
+
+def check_status(status: int) -> None:
+    if status != 0:
+        raise CUBLASError(status)
 
 
 def create() -> int:
@@ -185,6 +225,15 @@ def getVersion(handle: int) -> int:
     return 120804
 
 
+def getPointerMode(handle: int) -> int:
+    _live(handle)
+    return CUBLAS_POINTER_MODE_HOST
+
+
+def setPointerMode(handle: int, mode: int) -> None:
+    _live(handle)
+
+
 def setStream(handle: int, stream: int) -> None:
     _live(handle)
 
@@ -203,6 +252,8 @@ def setMathMode(handle: int, mode: int) -> None:
     mode = int(mode)
     with _lock:
         _live(handle)
+        if _runtime._is_hip_environment:
+            check_status(_HIP_NOT_SUPPORTED)
         _math_modes[handle] = mode
         with RECORDER.lock:
             RECORDER.math_mode_calls.append(MathModeCall(handle, mode, threading.get_ident()))
@@ -210,7 +261,15 @@ def setMathMode(handle: int, mode: int) -> None:
 
 def getMathMode(handle: int) -> int:
     with _lock:
-        return _live(handle)
+        mode = _live(handle)
+    if _runtime._is_hip_environment:
+        check_status(_HIP_NOT_SUPPORTED)
+    return mode
+
+
+###############################################################################
+# Routines: every other function that takes a handle
+###############################################################################
 
 
 def _launch(function: str, handle: int, compute_type: int | None = None) -> None:
@@ -222,72 +281,37 @@ def _launch(function: str, handle: int, compute_type: int | None = None) -> None
             RECORDER.launches.append(Launch(function, handle, mode, compute_type, threading.get_ident()))
 
 
-###############################################################################
-# BLAS Level 3
-###############################################################################
+def _routine(line: str) -> Callable[..., Any]:
+    """A routine with the name, parameters and ``__doc__`` of one embedded-signature line."""
+    name, rest = line.split("(", 1)
+    parameters, _, returns = rest.partition(")")
+    signature = inspect.Signature(
+        [inspect.Parameter(p.split()[-1], inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in parameters.split(", ")]
+    )
+    result = 0 if returns.strip() == "-> int" else None
+
+    def routine(*args: Any, **kwargs: Any) -> Any:
+        arguments = signature.bind(*args, **kwargs).arguments  # a TypeError for a wrong call, as in CuPy
+        _launch(name, arguments["handle"], arguments.get("computeType"))
+        return result
+
+    routine.__name__ = routine.__qualname__ = name
+    routine.__doc__ = line
+    routine.__signature__ = signature  # type: ignore[attr-defined]
+    return routine
 
 
-def sgemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
-    _launch("sgemm", handle)
+def _build() -> None:
+    lines = Path(__file__).with_name("cublas_signatures.txt").read_text().splitlines()
+    for line in lines:
+        if not line or line.startswith("#"):
+            continue
+        name = line.split("(", 1)[0]
+        existing = globals().get(name)
+        if existing is not None:  # written out above: only the docstring comes from the wheel
+            existing.__doc__ = line
+        else:
+            globals()[name] = _routine(line)
 
 
-def dgemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
-    _launch("dgemm", handle)
-
-
-def cgemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
-    _launch("cgemm", handle)
-
-
-def zgemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
-    _launch("zgemm", handle)
-
-
-def sgemmBatched(handle, transa, transb, m, n, k, alpha, Aarray, lda, Barray, ldb, beta, Carray, ldc, batchCount):
-    _launch("sgemmBatched", handle)
-
-
-def dgemmBatched(handle, transa, transb, m, n, k, alpha, Aarray, lda, Barray, ldb, beta, Carray, ldc, batchCount):
-    _launch("dgemmBatched", handle)
-
-
-def cgemmBatched(handle, transa, transb, m, n, k, alpha, Aarray, lda, Barray, ldb, beta, Carray, ldc, batchCount):
-    _launch("cgemmBatched", handle)
-
-
-def zgemmBatched(handle, transa, transb, m, n, k, alpha, Aarray, lda, Barray, ldb, beta, Carray, ldc, batchCount):
-    _launch("zgemmBatched", handle)
-
-
-###############################################################################
-# BLAS extension
-###############################################################################
-
-
-def sgeam(handle, transa, transb, m, n, alpha, A, lda, beta, B, ldb, C, ldc):
-    _launch("sgeam", handle)
-
-
-def dgeam(handle, transa, transb, m, n, alpha, A, lda, beta, B, ldb, C, ldc):
-    _launch("dgeam", handle)
-
-
-def sgemmEx(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc):
-    _launch("sgemmEx", handle)
-
-
-def gemmEx(
-    handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, computeType, algo
-):
-    _launch("gemmEx", handle, computeType)
-
-
-def gemmStridedBatchedEx(
-    handle, transa, transb, m, n, k, alpha,
-    A, Atype, lda, strideA,
-    B, Btype, ldb, strideB,
-    beta,
-    C, Ctype, ldc, strideC,
-    batchCount, computeType, algo,
-):
-    _launch("gemmStridedBatchedEx", handle, computeType)
+_build()
