@@ -435,7 +435,6 @@ def report(**variables: str) -> dict[str, dict[str, list[object]]]:
         ("BACKENDS_CUDNN_BENCHMARK_LIMIT", "2.5"),
         ("BACKENDS_CUDA_PREFERRED_LINALG_LIBRARY", "MAGMA"),
         ("BACKENDS_CUDA_CUFFT_PLAN_CACHE_MAX_SIZE", "-1"),
-        ("CUPY_TF32", "x"),
     ],
 )
 def test_unparsable_environment_variable_fails_import_with_value_error_naming_it(variable: str, text: str) -> None:

@@ -108,18 +108,6 @@ def test_python_m_backends_has_help() -> None:
     assert bad.returncode == 2 and "unrecognized arguments: --bogus" in bad.stderr
 
 
-def test_cudnn_convolutions_called_with_keywords_still_get_the_flags(standin_cupy: object) -> None:
-    import cupyx.cudnn
-
-    x = standin_cupy.ndarray((1, 1, 4, 4), "float32")  # type: ignore[attr-defined]
-    with backends.cudnn.flags(allow_tf32=False):
-        cupyx.cudnn.convolution_forward(
-            x=x, W=x, b=None, y=x, pad=(0, 0), stride=(1, 1), dilation=(1, 1), groups=1,
-            auto_tune=False, tensor_core="auto",
-        )
-    assert cupyx.cudnn.RECORDER.calls[-1].tensor_core == "never"
-
-
 def test_plan_cache_device_must_be_an_int(standin_cupy: object) -> None:
     for device in (True, "0", 1.0, None):
         with pytest.raises(TypeError, match="device must be an int"):

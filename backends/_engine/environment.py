@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 
 from .table import FLAGS, Flag, Value
@@ -31,23 +32,42 @@ def parse(flag: Flag, variable: str, text: str) -> Value:
         raise ValueError(f"environment variable {variable}={text!r} does not parse: {error}") from None
 
 
-def _cupy_tf32(text: str) -> bool:
-    # CuPy reads it as `int(os.getenv("CUPY_TF32", "0")) > 0` (cupy/_core/_routines_linalg.pyx).
+def _cupy_tf32(text: str) -> bool | None:
+    """``CUPY_TF32`` as CuPy reads it (``int(os.getenv("CUPY_TF32", "0")) > 0`` in
+    ``cupy/_core/_routines_linalg.pyx``), or ``None`` for a value that parse rejects.
+
+    CuPy parses it lazily, at the first float32 GEMM, so ``import cupy`` succeeds with any
+    value: ``import backends`` must too. A rejected value warns (``UserWarning``) and is
+    ignored, as the variable is only a default for ``cuda.matmul.allow_tf32``.
+    """
     try:
-        return int(text.strip(), 10) > 0
-    except ValueError:
-        raise ValueError(
-            f"environment variable CUPY_TF32={text!r} does not parse: CuPy takes an integer (0 or 1)"
-        ) from None
+        return int(text) > 0
+    except ValueError:  # not an integer, or more digits than int() takes
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        warnings.warn(
+            f"CUPY_TF32={shown!r} is ignored: CuPy reads it as int(CUPY_TF32) > 0, which fails for this "
+            "value (at CuPy's first float32 matrix product); set it to 0 or 1, or set "
+            "BACKENDS_CUDA_MATMUL_ALLOW_TF32",
+            UserWarning,
+            stacklevel=3,  # where backends reads the environment at import
+        )
+        return None
 
 
 def read(environ: Mapping[str, str]) -> dict[str, Value]:
-    """The flags that ``environ`` sets, by dotted name. An empty variable counts as unset."""
+    """The flags that ``environ`` sets, by dotted name. An empty ``BACKENDS_*`` variable
+    counts as unset; ``CUPY_TF32`` counts as set whenever it is present, as for CuPy.
+
+    Raises ``ValueError`` naming the variable for a ``BACKENDS_*`` value that does not
+    parse or a misspelt flag variable; warns (``UserWarning``) for a ``CUPY_TF32`` that
+    CuPy's parse rejects, which is then ignored. ``BACKENDS_CUDA_MATMUL_ALLOW_TF32`` wins
+    over ``CUPY_TF32``.
+    """
     found: dict[str, Value] = {}
     _refuse_misspelt(environ)
-    cupy_tf32 = environ.get("CUPY_TF32", "")
-    if cupy_tf32.strip():
-        found["cuda.matmul.allow_tf32"] = _cupy_tf32(cupy_tf32)
+    cupy_tf32 = environ.get("CUPY_TF32")
+    if cupy_tf32 is not None and (allow_tf32 := _cupy_tf32(cupy_tf32)) is not None:
+        found["cuda.matmul.allow_tf32"] = allow_tf32
     for flag in FLAGS:
         text = environ.get(flag.env_var, "")
         if text.strip():

@@ -1,36 +1,74 @@
-"""cuDNN: CuPy 13's ``cupyx.cudnn`` convolutions.
+"""cuDNN: CuPy 13's ``cupyx.cudnn`` convolutions, and its deprecated ``cupy.cudnn`` alias.
 
-CuPy 14 removed cuDNN; CuPy 13's ``cupyx.cudnn.convolution_forward``,
-``convolution_backward_filter`` and ``convolution_backward_data`` take required
-keyword arguments ``auto_tune``, ``tensor_core`` and (backward) ``deterministic``.
-Right before each call the wrapper combines them with the launching context's
-flags, so the flags can only make a call stricter than its caller asked:
+CuPy 14 removed cuDNN. CuPy 13's ``convolution_forward``, ``convolution_backward_filter``
+and ``convolution_backward_data`` take the keyword-only arguments ``auto_tune``,
+``tensor_core`` and (backward only) ``deterministic``. Right before each call the wrapper
+combines them with the launching context's flags, so a flag can only make a call stricter
+than its caller asked. What each flag reaches in CuPy 13.6 (``cupyx/cudnn.pyx``):
 
-* ``cudnn.enabled`` False: the call raises ``RuntimeError`` (CuPy has no
-  non-cuDNN fallback for these functions, so running cuDNN would disobey the flag);
-* ``cudnn.deterministic`` True: ``deterministic=True``;
-* ``cudnn.benchmark`` True: ``auto_tune=True``;
-* ``cudnn.allow_tf32`` False: ``tensor_core="never"`` for float32 inputs.
+* ``cudnn.enabled`` False: the call raises ``RuntimeError`` (CuPy has no non-cuDNN
+  fallback for these functions, so running cuDNN would disobey the flag);
+* ``cudnn.deterministic`` True: ``deterministic=True`` for the backward functions, so CuPy
+  takes the first algorithm cuDNN reports deterministic, and does not autotune them.
+  ``convolution_forward`` has no such argument: cuDNN's forward algorithms are
+  deterministic by design;
+* ``cudnn.benchmark`` True: ``auto_tune=True`` (``cudnnFind``), for the backward functions
+  only when not deterministic (CuPy's own rule);
+* ``cudnn.allow_tf32`` False: cannot be honoured. CuPy asks for tensor cores only for
+  float16 on compute capability 7.0, so for float32 ``tensor_core="never"`` is the same as
+  ``"auto"``, and the convolution runs with the math type cuDNN's algorithm search returns;
+  CuPy cannot set ``CUDNN_FMA_MATH``, the one math type that rules out TF32. The first
+  float32 convolution under ``allow_tf32=False`` warns once (``UserWarning``) and runs
+  unchanged: the caller's ``tensor_core`` is passed as it is, since rewriting it would
+  change nothing but what CuPy's error messages report.
 
 ``cudnn.benchmark_limit`` has no knob in CuPy 13: it is not pushed anywhere.
+``cupy.cudnn`` (filled by ``from cupyx.cudnn import *``) is wrapped too, with the very same
+wrapper objects, whichever of it, ``cupyx.cudnn`` and ``backends`` is imported first.
 NVIDIA's cuDNN frontend is the target in ``cudnn_frontend.py``.
 """
 
 from __future__ import annotations
 
-import functools
+import warnings
+import weakref
 from types import ModuleType
 from typing import Any
 
 from .._engine.state import read
+from . import hooks
+from .wrapping import mark, original
 
 MODULE = "cupyx.cudnn"
+ALIAS = "cupy.cudnn"  # CuPy 13's deprecated alias; it imports MODULE, so it is always imported after it
 
 _CONVOLUTIONS = ("convolution_forward", "convolution_backward_filter", "convolution_backward_data")
+#: id(original) -> its wrapper, so the alias gets the same object; the wrapper keeps its
+#: original alive, so an id here is never reused while its entry exists.
+_wrappers: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+_warned = False
+_alias_watched = False
+
+
+def _warn_tf32_not_forbidden() -> None:
+    global _warned
+    if not _warned:
+        _warned = True
+        warnings.warn(
+            "backends.cudnn.allow_tf32 is False, but CuPy 13's cupyx.cudnn cannot forbid TF32: for float32 "
+            "convolutions cuDNN chooses the math type (TF32 on compute capability 8.0 and newer); use NVIDIA's "
+            "cuDNN frontend (cudnn.pygraph) for float32 convolutions without TF32",
+            UserWarning,
+            stacklevel=4,  # the caller of the convolution
+        )
 
 
 def adjust(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """``kwargs`` with the current context's flags applied (see the module doc)."""
+    """``kwargs`` with the current context's flags applied (see the module doc).
+
+    Raises ``RuntimeError`` while ``cudnn.enabled`` is False; warns once (``UserWarning``)
+    for a float32 convolution under ``cudnn.allow_tf32=False``.
+    """
     if not read("cudnn.enabled"):
         raise RuntimeError(f"cupyx.cudnn.{name}() called while backends.cudnn.enabled is False")
     kwargs = dict(kwargs)
@@ -38,27 +76,38 @@ def adjust(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str
         kwargs["deterministic"] = True
     if read("cudnn.benchmark"):
         kwargs["auto_tune"] = True
-    # The first array: x for forward and backward_filter, W for backward_data.
-    first = args[0] if args else kwargs.get("x", kwargs.get("W"))
-    if not read("cudnn.allow_tf32") and str(getattr(first, "dtype", "")) == "float32":
-        kwargs["tensor_core"] = "never"
+    if not _warned and not read("cudnn.allow_tf32"):
+        # The first array: x for forward and backward_filter, W for backward_data; all share a dtype.
+        first = args[0] if args else kwargs.get("x", kwargs.get("W"))
+        if str(getattr(first, "dtype", "")) == "float32":
+            _warn_tf32_not_forbidden()
     return kwargs
 
 
-def _wrap(name: str, original: Any) -> Any:
-    @functools.wraps(original)
-    def convolution(*args: Any, **kwargs: Any) -> Any:
-        return original(*args, **adjust(name, args, kwargs))
+def _wrap(name: str, function: Any) -> Any:
+    wrapper = _wrappers.get(id(function))
+    if wrapper is None:
 
-    convolution.__backends_wrapped__ = original  # type: ignore[attr-defined]
-    return convolution
+        def convolution(*args: Any, **kwargs: Any) -> Any:
+            return function(*args, **adjust(name, args, kwargs))
+
+        wrapper = _wrappers[id(function)] = mark(convolution, function)
+    return wrapper
 
 
 def install(module: ModuleType) -> None:
+    """Wrap the convolutions of ``module`` (``cupyx.cudnn`` or its alias); idempotent."""
+    global _alias_watched
     for name in _CONVOLUTIONS:
         function = getattr(module, name, None)
         if function is not None:
-            setattr(module, name, _wrap(name, getattr(function, "__backends_wrapped__", function)))
+            setattr(module, name, _wrap(name, original(function)))
+    if not _alias_watched:
+        # Now, not in TARGETS: the alias can only exist once MODULE is imported. If it is being
+        # imported right now, its `import *` copies the wrappers just made; if it is already
+        # imported (before backends), the hook runs on it at once; if it comes later, after.
+        _alias_watched = True
+        hooks.when_imported(ALIAS, install)
 
 
 def sync() -> None:

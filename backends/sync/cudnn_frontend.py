@@ -1,37 +1,99 @@
 """cuDNN through NVIDIA's cuDNN frontend Python package (import name ``cudnn``).
 
-A frontend graph ranks its execution plans in ``pygraph.create_execution_plans``
-(also reached from ``pygraph.build``). Right after it, the launching context's
-flags filter the plans with the frontend's own notes:
+A frontend graph ranks its execution plans in ``create_execution_plans``; right after it,
+the launching context's flags bar plans with the frontend's own numerical notes
+(``deselect_numeric_notes``), which ``check_support`` and ``build_plans`` then respect:
 
-* ``cudnn.deterministic`` True: plans with the ``NONDETERMINISTIC`` numerical note
-  are dropped;
-* ``cudnn.allow_tf32`` False, on a graph whose compute type is float32: plans with
-  the ``TENSOR_CORE`` or ``DOWN_CONVERT_INPUTS`` note (TF32 for float32) are dropped;
-* ``cudnn.enabled`` False: ``build`` and ``execute`` raise ``RuntimeError``.
+* ``cudnn.deterministic`` True: plans with the ``NONDETERMINISTIC`` note are barred;
+* ``cudnn.allow_tf32`` False, on a graph whose I/O type is float32 (as in torch, TF32 is a
+  float32 mode): plans with the ``TENSOR_CORE`` or ``DOWN_CONVERT_INPUTS`` note are barred.
+  A half or bfloat16 graph (usually with compute type FLOAT) keeps its tensor-core plans.
+  The I/O type is the ``io_data_type`` the graph was made with; on a graph made without
+  one the flag cannot be applied, and the first such build warns once (``UserWarning``);
+* ``cudnn.enabled`` False: ``build``, ``execute`` and ``execute_plan_at_index`` raise
+  ``RuntimeError``.
 
-``cudnn.benchmark`` and ``benchmark_limit`` have no knob here: autotuning a frontend
-graph needs the caller's buffers, so it stays the caller's call.
+Where the flags act, by release:
+
+* 1.32 (``pygraph`` is a Python class): ``build``, ``build_plans`` and ``execute`` reach
+  ``create_execution_plans`` as an attribute, so wrapping it covers every path; the I/O
+  type is ``graph.context.io_data_type``.
+* 1.23 and older (``pygraph`` is a pybind11 class): C++ ``build(modes)`` calls C++
+  ``create_execution_plans`` itself, so the wrapped ``build`` runs the same C++ steps
+  from Python instead (``validate``, ``build_operation_graph``, ``create_execution_plans``,
+  ``check_support``, ``build_plans(HEURISTICS_CHOICE)``, as ``PyGraph::build`` in
+  ``python/pygraph/pygraph.cpp``). Such a graph has no ``context`` and no ``__dict__``, so
+  the wrapped ``__init__`` records its ``io_data_type`` beside it (weakly).
+
+Plans a caller picks itself (``create_execution_plan(engine_id, knobs)``, a deserialized
+graph) are not filtered. ``cudnn.benchmark`` and ``benchmark_limit`` have no knob here:
+autotuning a frontend graph needs the caller's buffers, so it stays the caller's call. A
+module called ``cudnn`` that is not NVIDIA's frontend is left alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import inspect
+import types
+import warnings
+import weakref
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 from .._engine.state import read
+from .wrapping import original, replace
 
 MODULE = "cudnn"
+
+#: Names every frontend release has (1.23 and 1.32 checked), which together no other
+#: ``cudnn`` module is likely to have.
+_FRONTEND_NAMES = ("pygraph", "numerical_note", "data_type", "heur_mode", "build_plan_policy", "backend_version")
+_NOTES = ("NONDETERMINISTIC", "TENSOR_CORE", "DOWN_CONVERT_INPUTS")
+
+#: graph -> the io_data_type it was made with, for graphs that do not expose a context (<= 1.23)
+_io_types: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_warned = False
+
+
+def is_frontend(module: ModuleType) -> bool:
+    """Whether ``module`` is NVIDIA's cuDNN frontend (not another module named ``cudnn``)."""
+    notes = getattr(module, "numerical_note", None)
+    return all(hasattr(module, name) for name in _FRONTEND_NAMES) and all(hasattr(notes, n) for n in _NOTES)
+
+
+def _io_type(graph: Any) -> Any:
+    context = getattr(graph, "context", None)
+    if context is not None:
+        return getattr(context, "io_data_type", None)
+    return _io_types.get(graph)
+
+
+def _warn_io_type_unknown() -> None:
+    global _warned
+    if not _warned:
+        _warned = True
+        warnings.warn(
+            "backends.cudnn.allow_tf32 is False, but a cuDNN frontend graph was made without io_data_type, so "
+            "backends cannot tell whether it is float32: its TF32 plans are kept; pass io_data_type to "
+            "cudnn.pygraph(...)",
+            UserWarning,
+            stacklevel=4,  # the caller of create_execution_plans or build
+        )
 
 
 def _drop_plans(module: ModuleType, graph: Any) -> None:
     notes = module.numerical_note
     if read("cudnn.deterministic"):
         graph.deselect_numeric_notes([notes.NONDETERMINISTIC])
-    context = getattr(graph, "context", None)
-    if not read("cudnn.allow_tf32") and getattr(context, "compute_data_type", None) == module.data_type.FLOAT:
-        graph.deselect_numeric_notes([notes.TENSOR_CORE, notes.DOWN_CONVERT_INPUTS])
+    if not read("cudnn.allow_tf32"):
+        io = _io_type(graph)
+        if io is None or io == getattr(module.data_type, "NOT_SET", None):
+            _warn_io_type_unknown()
+        elif io == module.data_type.FLOAT:
+            graph.deselect_numeric_notes([notes.TENSOR_CORE, notes.DOWN_CONVERT_INPUTS])
 
 
 def _refuse_when_disabled(name: str) -> None:
@@ -40,36 +102,64 @@ def _refuse_when_disabled(name: str) -> None:
 
 
 def install(module: ModuleType) -> None:
-    graph_class = getattr(module, "pygraph", None)
-    if graph_class is None:
+    """Wrap ``module.pygraph`` if ``module`` is NVIDIA's frontend (see the module doc)."""
+    if not is_frontend(module):
         return
-    plan = getattr(graph_class.create_execution_plans, "__backends_wrapped__", graph_class.create_execution_plans)
+    graph_class = module.pygraph
 
-    @functools.wraps(plan)
-    def create_execution_plans(self: Any, *args: Any, **kwargs: Any) -> Any:
-        result = plan(self, *args, **kwargs)
-        _drop_plans(module, self)
-        return result
+    def planned(plan: Any) -> Callable[..., Any]:
+        def create_execution_plans(self: Any, *args: Any, **kwargs: Any) -> Any:
+            result = plan(self, *args, **kwargs)
+            _drop_plans(module, self)
+            return result
 
-    create_execution_plans.__backends_wrapped__ = plan  # type: ignore[attr-defined]
-    graph_class.create_execution_plans = create_execution_plans
-    for name in ("build", "execute"):
-        original = getattr(graph_class, name, None)
-        if original is None:
-            continue
-        original = getattr(original, "__backends_wrapped__", original)
-        graph_class_method = _guarded(name, original)
-        setattr(graph_class, name, graph_class_method)
+        return create_execution_plans
+
+    replace(graph_class, "create_execution_plans", planned)
+    # A Python build (1.32) calls the wrapper above; a C++ one (<= 1.23) does not, so it is run step by step.
+    in_cpp = not isinstance(original(inspect.getattr_static(graph_class, "build", None)), types.FunctionType)
+    replace(graph_class, "build", lambda build: _guarded("build", _build_in_steps(module, build) if in_cpp else build))
+    for name in ("execute", "execute_plan_at_index"):
+        replace(graph_class, name, functools.partial(_guarded, name))
+    if inspect.getattr_static(graph_class, "context", None) is None:  # no context: remember the I/O type
+        replace(graph_class, "__init__", _recording_io_type)
 
 
-def _guarded(name: str, original: Any) -> Any:
-    @functools.wraps(original)
+def _guarded(name: str, original: Any) -> Callable[..., Any]:
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         _refuse_when_disabled(name)
         return original(self, *args, **kwargs)
 
-    method.__backends_wrapped__ = original  # type: ignore[attr-defined]
     return method
+
+
+def _build_in_steps(module: ModuleType, build: Any) -> Callable[..., Any]:
+    """``PyGraph::build(modes)`` of frontend <= 1.23, step by step from Python, so that the
+    wrapped ``create_execution_plans`` runs. ``build()`` without modes only validates and
+    builds the operation graph (no plans), so it is left to C++, as is any other call."""
+
+    def build_steps(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if len(args) != 1 or kwargs:
+            return build(self, *args, **kwargs)
+        self.validate()
+        self.build_operation_graph()
+        self.create_execution_plans(args[0])
+        self.check_support()
+        self.build_plans(module.build_plan_policy.HEURISTICS_CHOICE)
+        return None
+
+    return build_steps
+
+
+def _recording_io_type(init: Any) -> Callable[..., None]:
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        # pygraph(name, io_data_type, intermediate_data_type, compute_data_type, ...), in 1.23 as in 1.32.
+        # A graph that cannot be weakly referenced stays unknown rather than fail its construction.
+        with contextlib.suppress(TypeError):
+            _io_types[self] = kwargs.get("io_data_type", args[1] if len(args) > 1 else None)
+
+    return __init__
 
 
 def sync() -> None:

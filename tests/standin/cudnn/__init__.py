@@ -1,73 +1,59 @@
-"""Stand-in for NVIDIA's cuDNN frontend Python package (import name ``cudnn``, 1.x).
+"""Stand-in for NVIDIA's cuDNN frontend Python package (import name ``cudnn``).
 
-Only what the sync layer touches: ``pygraph`` with a ``context``,
-``create_execution_plans`` (also reached from ``build``), ``deselect_numeric_notes``
-and ``execute``, and the ``numerical_note`` and ``data_type`` enums. Plans are
-fake: three engines, one nondeterministic and one using tensor cores.
+Two releases, chosen at import by ``STANDIN_CUDNN_FRONTEND``: ``1.32`` (the default;
+``pygraph`` is the pure-Python class of ``cudnn._pygraph``) or ``1.23`` (``pygraph`` is
+the pybind11 class of ``cudnn._compiled_module``, whose ``build(modes)`` runs the C++
+steps itself, and which has no ``context``). As in both real ``__init__.py`` files, the
+public names are copied from the compiled module, and on 1.23 ``execute`` and
+``execute_plan_at_index`` are Python functions set on the pybind11 class. See
+``README.md`` beside this file.
 """
 
 from __future__ import annotations
 
-import enum
-from typing import Any, NamedTuple
+import os
+from typing import Any
 
-
-class data_type(enum.Enum):
-    FLOAT = 0
-    DOUBLE = 1
-    HALF = 2
-    BFLOAT16 = 9
-
-
-class numerical_note(enum.Enum):
-    TENSOR_CORE = 0
-    DOWN_CONVERT_INPUTS = 1
-    REDUCED_PRECISION_REDUCTION = 2
-    FFT = 3
-    NONDETERMINISTIC = 4
-
-
-class Plan(NamedTuple):
-    name: str
-    notes: frozenset[numerical_note]
-
-
-ALL_PLANS = (
-    Plan("deterministic-ieee", frozenset()),
-    Plan("atomics", frozenset({numerical_note.NONDETERMINISTIC})),
-    Plan("tensor-core", frozenset({numerical_note.TENSOR_CORE, numerical_note.DOWN_CONVERT_INPUTS})),
+from . import _compiled_module
+from ._compiled_module import (
+    RECORDER,
+    backend_version,
+    build_plan_policy,
+    cudnnGraphNotSupportedError,
+    data_type,
+    heur_mode,
+    numerical_note,
 )
 
+__version__ = {"1.23": "1.23.0", "1.32": "1.32.0"}[os.environ.get("STANDIN_CUDNN_FRONTEND", "1.32")]
 
-class GraphContext(NamedTuple):
-    io_data_type: Any
-    intermediate_data_type: Any
-    compute_data_type: Any
+if __version__ == "1.23.0":
+    pygraph: Any = _compiled_module.pygraph
 
+    def _execute(self: Any, tensor_to_device_buffer: Any, workspace: Any, handle: Any = None,
+                 override_uids: Any = None, override_shapes: Any = None, override_strides: Any = None) -> None:
+        """Execute a cudnn graph."""
+        self._execute({}, workspace, handle)
 
-class pygraph:
-    def __init__(self, name: str = "test_graph", io_data_type: Any = None, intermediate_data_type: Any = None,
-                 compute_data_type: Any = None, handle: Any = None) -> None:
-        self.context = GraphContext(io_data_type, intermediate_data_type or io_data_type,
-                                    compute_data_type or io_data_type)
-        self.plans: list[Plan] = []
-        self.executed = 0
+    def _execute_plan_at_index(self: Any, tensor_to_device_buffer: Any, workspace: Any, index: int,
+                               handle: Any = None, override_uids: Any = None, override_shapes: Any = None,
+                               override_strides: Any = None) -> None:
+        """Execute a cudnn graph."""
+        self._execute_plan_at_index({}, workspace, index, handle)
 
-    def create_execution_plans(self, heuristics: Any = None) -> None:
-        """Rank the plans (here: all three)."""
-        self.plans = list(ALL_PLANS)
+    pygraph.execute = _execute
+    pygraph.execute_plan_at_index = _execute_plan_at_index
+else:
+    from ._pygraph import GraphContext as GraphContext
+    from ._pygraph import pygraph
 
-    def deselect_numeric_notes(self, notes: list[Any]) -> pygraph:
-        """Drop plans carrying any of ``notes``."""
-        self.plans = [plan for plan in self.plans if not plan.notes & set(notes)]
-        return self
-
-    def build(self, heuristics: Any = None, ctx: Any = None) -> None:
-        self.create_execution_plans(heuristics)
-
-    def execute(self, tensor_dict: Any, workspace: Any = None, handle: Any = None) -> None:
-        self.executed += 1
-
-
-def backend_version() -> int:
-    return 90100
+__all__ = [
+    "RECORDER",
+    "backend_version",
+    "build_plan_policy",
+    "cudnnGraphNotSupportedError",
+    "data_type",
+    "heur_mode",
+    "numerical_note",
+    "pygraph",
+]
