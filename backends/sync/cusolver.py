@@ -9,12 +9,12 @@ what CuPy does anyway. The wrapped routines are every public function of
 
 from __future__ import annotations
 
-import functools
 import warnings
 from types import ModuleType
 from typing import Any
 
 from .._engine.state import read
+from .wrapping import replace
 
 MODULE = "cupy_backends.cuda.libs.cusolver"
 
@@ -34,13 +34,11 @@ def check() -> None:
         )
 
 
-def _wrap(original: Any) -> Any:
-    @functools.wraps(original)
+def _checked(original: Any) -> Any:
     def routine(*args: Any, **kwargs: Any) -> Any:
         check()
         return original(*args, **kwargs)
 
-    routine.__backends_wrapped__ = original  # type: ignore[attr-defined]
     return routine
 
 
@@ -49,7 +47,7 @@ def install(module: ModuleType) -> None:
         function = getattr(module, name)
         if name.startswith(("_", *_NOT_ROUTINES)) or not callable(function) or isinstance(function, type):
             continue
-        setattr(module, name, _wrap(getattr(function, "__backends_wrapped__", function)))
+        replace(module, name, _checked)
 
 
 def sync() -> None:
