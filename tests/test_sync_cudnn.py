@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -119,14 +120,14 @@ def test_convolutions_called_with_keywords_get_the_flags_too(
 ) -> None:
     import cupyx.cudnn
 
-    from backends.sync import cudnn as target
+    from backends.sync import wrapping
 
     x = standin_cupy.ndarray((1, 1, 4, 4), "float32")
     arrays = {"pad": (0, 0), "stride": (1, 1), "dilation": (1, 1), "groups": 1}
     with backends.cudnn.flags(deterministic=True, benchmark=True):
         cupyx.cudnn.convolution_backward_data(W=x, x=x, b=None, y=x, **arrays, **PLAIN)
     assert cupyx.cudnn.RECORDER.calls[-1][1:3] == (True, True)
-    monkeypatch.setattr(target, "_warned", False)
+    monkeypatch.setattr(wrapping, "warned", set())
     with backends.cudnn.flags(allow_tf32=False), pytest.warns(UserWarning, match="cannot forbid TF32"):
         cupyx.cudnn.convolution_forward(x=x, W=x, b=None, y=x, **arrays, auto_tune=False, tensor_core="auto")
 
@@ -219,3 +220,29 @@ def test_importing_the_alias_warns_as_cupy_13_does(standin_cupy: ModuleType) -> 
         x, gy, gw = (standin_cupy.ndarray((1, 1, 4, 4), "float32") for _ in range(3))
         cudnn.convolution_backward_filter(x, gy, gw, *CONV, **PLAIN)
     assert cupyx.cudnn.RECORDER.calls[-1].deterministic is True
+
+
+def test_a_benchmark_limit_cupy_13_cannot_honour_warns_once(
+    standin_cupy: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import cupyx.cudnn
+
+    from backends.sync import wrapping
+
+    monkeypatch.setattr(wrapping, "warned", set())
+    x = standin_cupy.ndarray((1, 1, 4, 4), "float16")
+    arrays = {"pad": (0, 0), "stride": (1, 1), "dilation": (1, 1), "groups": 1}
+    forward = {"auto_tune": False, "tensor_core": "auto"}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with backends.cudnn.flags(benchmark=True):  # the default limit: CuPy's own search, nothing to say
+            cupyx.cudnn.convolution_forward(x, x, None, x, **arrays, **forward)
+        with backends.cudnn.flags(benchmark_limit=3):  # no autotuning at all: the limit is moot
+            cupyx.cudnn.convolution_forward(x, x, None, x, **arrays, **forward)
+        with backends.cudnn.flags(benchmark=True, benchmark_limit=3):
+            cupyx.cudnn.convolution_forward(x, x, None, x, **arrays, **forward)
+            cupyx.cudnn.convolution_forward(x, x, None, x, **arrays, **forward)
+    [warning] = caught
+    assert warning.category is UserWarning and "benchmark_limit" in str(warning.message)
+    assert warning.filename == __file__
+    assert cupyx.cudnn.RECORDER.calls[-1].autotuned

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import backends
-from backends.sync import cudnn_frontend, hooks
+from backends.sync import cudnn_frontend, hooks, wrapping
 from tests.standin_fixture import STANDIN
 
 VERSIONS = ("1.23", "1.32")
@@ -143,7 +143,7 @@ def test_no_tf32_keeps_tensor_cores_of_other_graphs(frontend: ModuleType, how: s
 def test_no_tf32_on_a_graph_without_io_type_warns_once_and_filters_nothing(
     frontend: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cudnn_frontend, "_warned", False)
+    monkeypatch.setattr(wrapping, "warned", set())
     with backends.cudnn.tf32(False), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert built(frontend, lambda: graph(frontend, None, "FLOAT")) == "tensor-core-atomics"
@@ -155,6 +155,41 @@ def test_no_tf32_on_a_graph_without_io_type_warns_once_and_filters_nothing(
         warnings.simplefilter("always")
         assert built(frontend, lambda: graph(frontend, None)) == "tensor-core-atomics"  # allow_tf32 True
     assert caught == []
+
+
+def test_no_tf32_reads_a_framework_dtype_as_the_frontend_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 1.32 keeps io_data_type as given (torch.float32, say) and converts it only when lowering.
+    monkeypatch.setenv("STANDIN_CUDNN_FRONTEND", "1.32")
+    sys.path.insert(0, str(STANDIN))
+    _forget_cudnn()
+    try:
+        import cudnn
+
+        def torch_graph(name: str) -> Any:
+            return cudnn.pygraph(io_data_type=cudnn.datatypes.TorchDtype(name))
+
+        with backends.cudnn.tf32(False), warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert built(cudnn, lambda: torch_graph("float32")) == "atomics"
+            assert built(cudnn, lambda: torch_graph("float16")) == "tensor-core-atomics"
+    finally:
+        _forget_cudnn()
+        sys.path.remove(str(STANDIN))
+
+
+def test_benchmark_warns_once_that_frontend_graphs_are_not_autotuned(
+    frontend: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(wrapping, "warned", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        built(frontend, lambda: graph(frontend, "FLOAT"))  # benchmark False: nothing to say
+        with backends.cudnn.flags(benchmark=True):
+            assert built(frontend, lambda: graph(frontend, "FLOAT")) == "tensor-core-atomics"
+            built(frontend, lambda: graph(frontend, "FLOAT"))
+    [warning] = caught
+    assert warning.category is UserWarning and "cudnn.benchmark" in str(warning.message)
+    assert warning.filename == __file__  # pointed at the caller's build, not at backends
 
 
 # -- cudnn.enabled -----------------------------------------------------------------------------------

@@ -22,7 +22,8 @@ than its caller asked. What each flag reaches in CuPy 13.6 (``cupyx/cudnn.pyx``)
   unchanged: the caller's ``tensor_core`` is passed as it is, since rewriting it would
   change nothing but what CuPy's error messages report.
 
-``cudnn.benchmark_limit`` has no knob in CuPy 13: it is not pushed anywhere.
+``cudnn.benchmark_limit`` has no knob in CuPy 13 (``cudnnFind`` tries every algorithm): a limit
+other than the default under ``benchmark=True`` warns once (``UserWarning``).
 ``cupy.cudnn`` (filled by ``from cupyx.cudnn import *``) is wrapped too, with the very same
 wrapper objects, whichever of it, ``cupyx.cudnn`` and ``backends`` is imported first.
 NVIDIA's cuDNN frontend is the target in ``cudnn_frontend.py``.
@@ -30,14 +31,14 @@ NVIDIA's cuDNN frontend is the target in ``cudnn_frontend.py``.
 
 from __future__ import annotations
 
-import warnings
 import weakref
 from types import ModuleType
 from typing import Any
 
 from .._engine.state import read
+from .._engine.table import BY_NAME
 from . import hooks
-from .wrapping import mark, original
+from .wrapping import mark, original, warn_once
 
 MODULE = "cupyx.cudnn"
 ALIAS = "cupy.cudnn"  # CuPy 13's deprecated alias; it imports MODULE, so it is always imported after it
@@ -46,20 +47,19 @@ _CONVOLUTIONS = ("convolution_forward", "convolution_backward_filter", "convolut
 #: id(original) -> its wrapper, so the alias gets the same object; the wrapper keeps its
 #: original alive, so an id here is never reused while its entry exists.
 _wrappers: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
-_warned = False
 _alias_watched = False
+_BENCHMARK_LIMIT = BY_NAME["cudnn.benchmark_limit"].default
 
 
-def _warn_tf32_not_forbidden() -> None:
-    global _warned
-    if not _warned:
-        _warned = True
-        warnings.warn(
+def _cannot_honour() -> None:
+    """Warn once for each flag that CuPy 13 cannot honour, when it is in force."""
+    if not read("cudnn.allow_tf32"):
+        warn_once(
+            "cupyx.cudnn allow_tf32",
             "backends.cudnn.allow_tf32 is False, but CuPy 13's cupyx.cudnn cannot forbid TF32: for float32 "
             "convolutions cuDNN chooses the math type (TF32 on compute capability 8.0 and newer); use NVIDIA's "
             "cuDNN frontend (cudnn.pygraph) for float32 convolutions without TF32",
-            UserWarning,
-            stacklevel=4,  # the caller of the convolution
+            library=("cupy", "cupyx"),
         )
 
 
@@ -76,11 +76,17 @@ def adjust(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str
         kwargs["deterministic"] = True
     if read("cudnn.benchmark"):
         kwargs["auto_tune"] = True
-    if not _warned and not read("cudnn.allow_tf32"):
-        # The first array: x for forward and backward_filter, W for backward_data; all share a dtype.
-        first = args[0] if args else kwargs.get("x", kwargs.get("W"))
-        if str(getattr(first, "dtype", "")) == "float32":
-            _warn_tf32_not_forbidden()
+        if read("cudnn.benchmark_limit") != _BENCHMARK_LIMIT:
+            warn_once(
+                "cupyx.cudnn benchmark_limit",
+                "backends.cudnn.benchmark_limit is set, but CuPy 13's auto_tune has no limit: cuDNN's "
+                "algorithm search (cudnnFind) tries every algorithm",
+                library=("cupy", "cupyx"),
+            )
+    # Every array of a convolution shares one dtype: the first positional one, or any keyword one.
+    first = args[0] if args else next((kwargs[k] for k in ("x", "W") if k in kwargs), None)
+    if str(getattr(first, "dtype", "")) == "float32":
+        _cannot_honour()
     return kwargs
 
 

@@ -8,7 +8,8 @@ the launching context's flags bar plans with the frontend's own numerical notes
 * ``cudnn.allow_tf32`` False, on a graph whose I/O type is float32 (as in torch, TF32 is a
   float32 mode): plans with the ``TENSOR_CORE`` or ``DOWN_CONVERT_INPUTS`` note are barred.
   A half or bfloat16 graph (usually with compute type FLOAT) keeps its tensor-core plans.
-  The I/O type is the ``io_data_type`` the graph was made with; on a graph made without
+  The I/O type is the ``io_data_type`` the graph was made with (a framework dtype such as
+  ``torch.float32`` is converted by the frontend's own ``datatypes._library_type``); on a graph made without
   one the flag cannot be applied, and the first such build warns once (``UserWarning``);
 * ``cudnn.enabled`` False: ``build``, ``execute`` and ``execute_plan_at_index`` raise
   ``RuntimeError``.
@@ -27,7 +28,8 @@ Where the flags act, by release:
 
 Plans a caller picks itself (``create_execution_plan(engine_id, knobs)``, a deserialized
 graph) are not filtered. ``cudnn.benchmark`` and ``benchmark_limit`` have no knob here:
-autotuning a frontend graph needs the caller's buffers, so it stays the caller's call. A
+autotuning a frontend graph needs the caller's buffers, so it stays the caller's call; the
+first plan ranking under ``benchmark=True`` warns once (``UserWarning``). A
 module called ``cudnn`` that is not NVIDIA's frontend is left alone.
 """
 
@@ -35,16 +37,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import inspect
 import types
-import warnings
 import weakref
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 from .._engine.state import read
-from .wrapping import original, replace
+from .wrapping import original, replace, warn_once
 
 MODULE = "cudnn"
 
@@ -55,7 +57,6 @@ _NOTES = ("NONDETERMINISTIC", "TENSOR_CORE", "DOWN_CONVERT_INPUTS")
 
 #: graph -> the io_data_type it was made with, for graphs that do not expose a context (<= 1.23)
 _io_types: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-_warned = False
 
 
 def is_frontend(module: ModuleType) -> bool:
@@ -64,32 +65,43 @@ def is_frontend(module: ModuleType) -> bool:
     return all(hasattr(module, name) for name in _FRONTEND_NAMES) and all(hasattr(notes, n) for n in _NOTES)
 
 
-def _io_type(graph: Any) -> Any:
+def _io_type(module: ModuleType, graph: Any) -> Any:
+    """The graph's I/O type as a ``data_type`` (``None`` if unknown). A graph keeps the type
+    as it was given, which may be a framework dtype (``torch.float32``): it is converted with
+    the frontend's own ``datatypes._library_type``, as the frontend does when it lowers."""
     context = getattr(graph, "context", None)
-    if context is not None:
-        return getattr(context, "io_data_type", None)
-    return _io_types.get(graph)
+    given = getattr(context, "io_data_type", None) if context is not None else _io_types.get(graph)
+    if given is None or type(given) is module.data_type:
+        return given
+    try:
+        return importlib.import_module(module.__name__ + ".datatypes")._library_type(given)
+    except Exception:  # no such converter, or a type it cannot convert: unknown
+        return None
 
 
 def _warn_io_type_unknown() -> None:
-    global _warned
-    if not _warned:
-        _warned = True
-        warnings.warn(
-            "backends.cudnn.allow_tf32 is False, but a cuDNN frontend graph was made without io_data_type, so "
-            "backends cannot tell whether it is float32: its TF32 plans are kept; pass io_data_type to "
-            "cudnn.pygraph(...)",
-            UserWarning,
-            stacklevel=4,  # the caller of create_execution_plans or build
-        )
+    warn_once(
+        "frontend io_data_type",
+        "backends.cudnn.allow_tf32 is False, but a cuDNN frontend graph was made without an io_data_type "
+        "backends can read, so it cannot tell whether the graph is float32: its TF32 plans are kept; pass "
+        "io_data_type to cudnn.pygraph(...)",
+        library=(MODULE,),
+    )
 
 
 def _drop_plans(module: ModuleType, graph: Any) -> None:
     notes = module.numerical_note
     if read("cudnn.deterministic"):
         graph.deselect_numeric_notes([notes.NONDETERMINISTIC])
+    if read("cudnn.benchmark"):
+        warn_once(
+            "frontend benchmark",
+            "backends.cudnn.benchmark is True, but a cuDNN frontend graph is not autotuned by backends: "
+            "timing its plans needs the caller's buffers; the graph's plans keep the heuristics' order",
+            library=(MODULE,),
+        )
     if not read("cudnn.allow_tf32"):
-        io = _io_type(graph)
+        io = _io_type(module, graph)
         if io is None or io == getattr(module.data_type, "NOT_SET", None):
             _warn_io_type_unknown()
         elif io == module.data_type.FLOAT:

@@ -9,28 +9,24 @@ what CuPy does anyway. The wrapped routines are every public function of
 
 from __future__ import annotations
 
-import warnings
 from types import ModuleType
 from typing import Any
 
 from .._engine.state import read
-from .wrapping import replace
+from .wrapping import replace, warn_once
 
 MODULE = "cupy_backends.cuda.libs.cusolver"
 
 _NOT_ROUTINES = ("create", "destroy", "spCreate", "spDestroy", "setStream", "getStream", "get", "set")
-_warned = False
 
 
 def check() -> None:
-    global _warned
-    if not _warned and read("cuda.preferred_linalg_library") == "magma":
-        _warned = True
-        warnings.warn(
+    if read("cuda.preferred_linalg_library") == "magma":
+        warn_once(
+            "magma",
             "backends.cuda.preferred_linalg_library is 'magma', but CuPy ships only cuSOLVER: "
             "using cuSOLVER (as torch falls back when a preferred library is unavailable)",
-            UserWarning,
-            stacklevel=3,
+            library=("cupy", "cupyx", "cupy_backends"),
         )
 
 

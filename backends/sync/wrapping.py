@@ -1,5 +1,5 @@
-"""One idiom for every target: replace a function of CuPy's (or the frontend's) with a
-wrapper of it, exactly once.
+"""The idioms every target shares: replace a function of CuPy's (or the frontend's) with a
+wrapper of it, exactly once; and say once per process that a flag cannot be honoured.
 
 A wrapper keeps what it wraps as ``__backends_wrapped__``. Installing a target again
 (the module re-imported, or reached under a second name) therefore wraps the original
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -37,3 +39,24 @@ def replace(owner: Any, name: str, make: Make) -> None:
     if current is not None:
         wrapped = original(current)
         setattr(owner, name, mark(make(wrapped), wrapped))
+
+
+#: the keys of the warnings already given (see ``warn_once``)
+warned: set[str] = set()
+
+
+def warn_once(key: str, message: str, library: tuple[str, ...]) -> None:
+    """Warn ``message`` (``UserWarning``) the first time ``key`` is seen in this process: a
+    flag that cannot be honoured where it is used says so once, not at every launch.
+
+    The warning points at the user's line: the first caller outside ``backends`` and the
+    wrapped ``library`` (top-level package names, e.g. ``("cupy", "cupyx")``), however
+    deep inside them the launch was made."""
+    if key in warned:
+        return
+    warned.add(key)
+    inside = ("backends", *library)
+    frame, level = sys._getframe(1), 2  # level 1 is this function, 2 its caller
+    while frame.f_back is not None and str(frame.f_globals.get("__name__", "")).split(".")[0] in inside:
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, UserWarning, stacklevel=level)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import _compiled_module
+from . import _compiled_module, datatypes
 from ._compiled_module import (
     RECORDER,
     backend_version,
@@ -53,6 +53,7 @@ __all__ = [
     "build_plan_policy",
     "cudnnGraphNotSupportedError",
     "data_type",
+    "datatypes",
     "heur_mode",
     "numerical_note",
     "pygraph",

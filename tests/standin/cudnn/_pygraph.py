@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._compiled_module import _CppGraph, build_plan_policy
+from .datatypes import _library_type
 
 
 @dataclass
@@ -36,7 +37,10 @@ class pygraph:
     ) -> None:  # fmt: skip
         self._context = GraphContext(io_data_type, intermediate_data_type or io_data_type,
                                      compute_data_type or io_data_type)  # fmt: skip
-        self._lowered_graph = _CppGraph(name, io_data_type, intermediate_data_type, compute_data_type)
+        # As 1.32: the context keeps the types as given (a torch dtype too); lowering converts them.
+        lowered = [None if t is None else _library_type(t) for t in (io_data_type, intermediate_data_type,
+                                                                     compute_data_type)]  # fmt: skip
+        self._lowered_graph = _CppGraph(name, *lowered)
         self._is_validated = self._planning_done = self._is_built = False
 
     @property
