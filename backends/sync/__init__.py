@@ -2,16 +2,18 @@
 
 Each target is one small module that knows one CUDA library and nothing else:
 
-========== ================================== ==========================================
-target     CuPy module it wraps               flags
-========== ================================== ==========================================
-cublas     cupy_backends.cuda.libs.cublas     cuda.matmul.* (math mode, compute type)
-cufft      cupy.fft._fft                      cuda.cufft_plan_cache.max_size
-cusolver   cupy_backends.cuda.libs.cusolver   cuda.preferred_linalg_library
-cudnn      cupyx.cudnn (CuPy 13)              cudnn.*
-cudnn_     cudnn (NVIDIA's cuDNN frontend)    cudnn.enabled, deterministic, allow_tf32
-frontend
-========== ================================== ==========================================
+=============== ====================================== =================================================
+target          module it wraps                        flags
+=============== ====================================== =================================================
+cublas          cupy_backends.cuda.libs.cublas         cuda.matmul.*: math mode before every call that
+                (CuPy 13 and 14; nothing on ROCm)      takes a handle, compute type of 2-D float32 GEMMs
+cufft           cupy.fft._fft                          cuda.cufft_plan_cache.max_size
+cusolver        cupy_backends.cuda.libs.cusolver       cuda.preferred_linalg_library ("magma" warns)
+cudnn           cupyx.cudnn (CuPy 13), and its         cudnn.enabled, deterministic, benchmark;
+                cupy.cudnn alias (same wrappers)       allow_tf32=False warns (CuPy cannot forbid TF32)
+cudnn_frontend  cudnn: NVIDIA's cuDNN frontend, 1.23   cudnn.enabled, deterministic, allow_tf32 (graphs
+                (pybind pygraph) and newer (Python)    with float32 I/O)
+=============== ====================================== =================================================
 
 A target is installed by a post-import hook when its CuPy module is imported, so
 ``import backends`` never imports CuPy, and the order of ``import backends`` and
