@@ -16,20 +16,26 @@ from ._engine.state import FlagRow, reset_defaults, set_defaults
 from ._engine.state import describe as _describe
 from ._engine.state import is_frozen as _is_frozen
 from ._engine.state import set_frozen as _set_frozen
-from ._engine.table import FLAGS, Flag
+from ._engine.table import FLAGS
+from ._engine.table import Flag as Flag  # public, but not in __all__ (below)
 from ._namespaces import cuda, cudnn, mkl, mkldnn, mps, openmp
 from .sync import install_hooks as _install_hooks
-from .sync import sync
+from .sync import sync as sync  # public, but not in __all__ (below)
 
 __version__ = "0.1.0"
 
+# What `from backends import *` binds. Public names the standard library also exports are left
+# out, as is trio (an optional dependency: a star import would fail without it), so a star
+# import never replaces a user's own `asyncio`, `threading.Thread`, `ThreadPoolExecutor`,
+# `enum.Flag` or `os.sync`: backends.asyncio, backends.trio, backends.Thread,
+# backends.ThreadPoolExecutor, backends.Flag and backends.sync stay attributes.
 __all__ = [
-    "FLAGS", "Bound", "Flag", "FlagRow", "Scope", "Snapshot", "UnknownFlagError",
+    "FLAGS", "Bound", "FlagRow", "Scope", "Snapshot", "UnknownFlagError",
     "bind", "cuda", "cudnn", "describe", "deterministic", "disable_global_flags",
     "enable_global_flags", "flags", "flags_frozen", "mkl", "mkldnn", "mps", "openmp",
-    "reset_defaults", "set_defaults", "snapshot", "sync",
-    "asyncio", "trio", "ThreadPoolExecutor", "Thread", "run_in_executor",
+    "reset_defaults", "set_defaults", "snapshot", "run_in_executor",
 ]
+_NOT_STARRED = ("Flag", "sync", "asyncio", "trio", "ThreadPoolExecutor", "Thread")
 
 _install_hooks()  # wraps CuPy's launch points when (or if already) CuPy imports them
 
@@ -105,20 +111,37 @@ def __getattr__(name: str) -> object:
         import importlib
 
         module_name, attribute = _LAZY[name]
-        module = importlib.import_module(module_name)
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as error:
+            # An AttributeError, so hasattr(), help(backends) and dir()-walkers skip a name
+            # whose optional dependency is missing; `from backends import trio` still raises
+            # ImportError (Python turns the AttributeError into one).
+            needs = error.name or "a module"
+            raise AttributeError(f"backends.{name} needs {needs}, which does not import: {error}") from error
         value = module if attribute is None else getattr(module, attribute)
         globals()[name] = value
         return value
-    from ._engine.errors import UnknownFlagError, did_you_mean
-
     if name.startswith("__"):
         raise AttributeError(name)
-    candidates = [*__all__, *_LAZY]
-    raise UnknownFlagError(f"module 'backends' has no attribute {name!r}{did_you_mean(name, candidates)}")
+    raise _unknown(name)
 
 
 def __dir__() -> list[str]:
-    return sorted({*__all__, "__version__"})
+    return sorted({*__all__, *_NOT_STARRED, "__version__"})
+
+
+def _unknown(name: str, assigning: bool = False) -> UnknownFlagError:
+    """The error for reading (or assigning) a name ``backends`` does not have: why, where torch
+    has it and this project does not scope it, else the closest public name."""
+    from ._engine.errors import did_you_mean, not_scoped
+
+    hint = not_scoped(name)
+    if not hint:
+        hint = did_you_mean(name, __dir__())
+        if assigning:
+            hint += " (flags are assigned on their namespace, e.g. backends.cudnn.benchmark = True)"
+    return UnknownFlagError(f"module 'backends' has no attribute {name!r}{' to assign' if assigning else ''}{hint}")
 
 
 class _Package(_ModuleType):
@@ -136,12 +159,7 @@ class _Package(_ModuleType):
         if name.startswith("_") or name in self.__dict__ or isinstance(value, _ModuleType):
             super().__setattr__(name, value)  # private names, monkeypatching, submodule imports
             return
-        from ._engine.errors import UnknownFlagError, did_you_mean
-
-        raise UnknownFlagError(
-            f"module 'backends' has no attribute {name!r} to assign{did_you_mean(name, __all__)} "
-            f"(flags are assigned on their namespace, e.g. backends.cudnn.benchmark = True)"
-        )
+        raise _unknown(name, assigning=True)
 
 
 _sys.modules[__name__].__class__ = _Package

@@ -12,6 +12,7 @@ import asyncio
 import contextvars
 import importlib
 import importlib.util
+import os
 import platform
 import sys
 import threading
@@ -20,6 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import backends
+from backends._engine import environment
+from backends._engine.errors import brief
 from backends.availability import cpu
 
 #: One self-check result: (what was checked, passed, detail).
@@ -54,9 +57,27 @@ def _table(rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def flag_report() -> list[str]:
-    """The ``describe()`` table (name, value, source) as aligned text."""
-    rows = [("flag", "value", "source")] + [(r.name, repr(r.value), r.source) for r in backends.describe()]
+    """The ``describe()`` table (name, value, source) as aligned text; an environment
+    source names its variable."""
+    rows = [("flag", "value", "source")]
+    for row in backends.describe():
+        source = row.source
+        if source == "environment":
+            source += f" ({environment.variable(row.name, os.environ)})"
+        rows.append((row.name, repr(row.value), source))
     return _table(rows)
+
+
+def ignored_report() -> list[str]:
+    """Each ``BACKENDS_*`` variable that no flag reads, with its value cut short, and a
+    did-you-mean where its name is a near miss of a flag's variable; ``none`` if there is none."""
+    lines = []
+    for name, near in environment.ignored(os.environ):
+        # A name with a lone surrogate (undecodable bytes) or a control character is shown
+        # escaped, as values are: print() would raise on the surrogate.
+        shown = name if name.isprintable() and len(name) <= 80 else brief(name)
+        lines.append(f"  {shown}={brief(os.environ[name])}" + (f": did you mean {near}?" if near else ""))
+    return lines or ["  none"]
 
 
 # -- availability -------------------------------------------------------------------------------
@@ -356,6 +377,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ).parse_args(argv)
     print(f"backends {backends.__version__}: flags in this context (backends.describe())")
     print("\n".join(flag_report()))
+    print("\nIgnored BACKENDS_* variables (no flag reads them)")
+    print("\n".join(ignored_report()))
     print("\nAvailability")
     print("\n".join(availability_report()))
     print(f"\nSelf-check: isolation across {THREADS} threads and {TASKS} asyncio tasks, run for real")

@@ -40,6 +40,8 @@ def render() -> str:
         "`CUPY_TF32=1` (CuPy's own variable) also sets `cuda.matmul.allow_tf32`'s default, unless",
         "`BACKENDS_CUDA_MATMUL_ALLOW_TF32` is set. Booleans take `1/0/true/false/yes/no/on/off` in any case;",
         "an empty variable counts as unset; a value that does not parse raises `ValueError` at import.",
+        "A `BACKENDS_*` name that is no flag's variable is ignored, never an error: `python -m backends`",
+        "lists each one, with a did-you-mean where it is a near miss of a flag's variable.",
         "",
         "## Derived views",
         "",

@@ -5,7 +5,14 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping
 
-from .table import FLAGS, Flag, Value
+from .errors import brief, closest
+from .table import BY_NAME, FLAGS, Flag, Value
+
+_PREFIX = "BACKENDS_"
+#: How alike (difflib ratio, on the upper-cased part after ``BACKENDS_``) an ignored name must be
+#: to a flag's variable to be called a typo of it: CUDNN_DETERMINSTIC is (0.97), VERBOSE is near
+#: nothing (0.30), DETERMINISTIC is not near CUDNN_DETERMINISTIC (0.81).
+NEAR = 0.85
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -29,7 +36,7 @@ def parse(flag: Flag, variable: str, text: str) -> Value:
             return flag.check(number)
         return flag.check(word)
     except (TypeError, ValueError) as error:
-        raise ValueError(f"environment variable {variable}={text!r} does not parse: {error}") from None
+        raise ValueError(f"environment variable {variable}={brief(text)} does not parse: {error}") from None
 
 
 def _cupy_tf32(text: str) -> bool | None:
@@ -43,9 +50,8 @@ def _cupy_tf32(text: str) -> bool | None:
     try:
         return int(text) > 0
     except ValueError:  # not an integer, or more digits than int() takes
-        shown = text if len(text) <= 40 else text[:40] + "..."
         warnings.warn(
-            f"CUPY_TF32={shown!r} is ignored: CuPy reads it as int(CUPY_TF32) > 0, which fails for this "
+            f"CUPY_TF32={brief(text)} is ignored: CuPy reads it as int(CUPY_TF32) > 0, which fails for this "
             "value (at CuPy's first float32 matrix product); set it to 0 or 1, or set "
             "BACKENDS_CUDA_MATMUL_ALLOW_TF32",
             UserWarning,
@@ -57,14 +63,14 @@ def _cupy_tf32(text: str) -> bool | None:
 def read(environ: Mapping[str, str]) -> dict[str, Value]:
     """The flags that ``environ`` sets, by dotted name. An empty ``BACKENDS_*`` variable
     counts as unset; ``CUPY_TF32`` counts as set whenever it is present, as for CuPy.
+    A ``BACKENDS_*`` name that is no flag's variable is ignored (see ``ignored()``): the
+    environment never breaks ``import backends`` for that reason.
 
-    Raises ``ValueError`` naming the variable for a ``BACKENDS_*`` value that does not
-    parse or a misspelt flag variable; warns (``UserWarning``) for a ``CUPY_TF32`` that
-    CuPy's parse rejects, which is then ignored. ``BACKENDS_CUDA_MATMUL_ALLOW_TF32`` wins
-    over ``CUPY_TF32``.
+    Raises ``ValueError`` naming the variable for a flag variable whose value does not
+    parse; warns (``UserWarning``) for a ``CUPY_TF32`` that CuPy's parse rejects, which is
+    then ignored. ``BACKENDS_CUDA_MATMUL_ALLOW_TF32`` wins over ``CUPY_TF32``.
     """
     found: dict[str, Value] = {}
-    _refuse_misspelt(environ)
     cupy_tf32 = environ.get("CUPY_TF32")
     if cupy_tf32 is not None and (allow_tf32 := _cupy_tf32(cupy_tf32)) is not None:
         found["cuda.matmul.allow_tf32"] = allow_tf32
@@ -75,16 +81,23 @@ def read(environ: Mapping[str, str]) -> dict[str, Value]:
     return found
 
 
-def _refuse_misspelt(environ: Mapping[str, str]) -> None:
-    """A ``BACKENDS_`` variable close to a flag's variable is a typo that would silently
-    change nothing: refuse it. Unrelated ``BACKENDS_*`` variables are left alone."""
-    known = {flag.env_var for flag in FLAGS}
-    unknown = [name for name in environ if name.startswith("BACKENDS_") and name not in known]
-    if not unknown:
-        return
-    from .errors import closest
+def variable(name: str, environ: Mapping[str, str]) -> str:
+    """The variable that set flag ``name``'s default (for reports): the flag's own, or
+    ``CUPY_TF32`` for ``cuda.matmul.allow_tf32`` when its own is unset, as ``read()`` decides."""
+    own = BY_NAME[name].env_var
+    if name == "cuda.matmul.allow_tf32" and not environ.get(own, "").strip():
+        return "CUPY_TF32"
+    return own
 
-    for name in unknown:
-        best = closest(name, known)
-        if best is not None:
-            raise ValueError(f"environment variable {name} is not a backends flag; did you mean {best}?")
+
+def ignored(environ: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """``(name, the flag variable it is a near miss of, or None)`` for each name in ``environ``
+    that starts with ``BACKENDS_`` (in any case) and is no flag's variable, sorted by name.
+    ``read()`` ignores them all; ``python -m backends`` lists them."""
+    by_suffix = {flag.env_var[len(_PREFIX):]: flag.env_var for flag in FLAGS}
+    variables = set(by_suffix.values())
+    found = []
+    for name in sorted(n for n in environ if n.upper().startswith(_PREFIX) and n not in variables):
+        near = closest(name[len(_PREFIX):].upper(), by_suffix, cutoff=NEAR)
+        found.append((name, None if near is None else by_suffix[near]))
+    return found

@@ -9,21 +9,83 @@ _short = reprlib.Repr()
 _short.maxstring = 60
 _short.maxother = 60
 
+#: ``torch.backends`` settings that this project does not scope, by namespace (``""`` is
+#: ``torch.backends`` itself). Nothing in CuPy or NumPy reads them, so a scoped copy would
+#: change nothing; naming them keeps a typo hint ("did you mean ...") from pointing elsewhere.
+TORCH_ONLY: dict[str, frozenset[str]] = {
+    "": frozenset({"mha", "nnpack", "opt_einsum", "quantized", "xnnpack"}),
+    "cuda": frozenset({
+        "allow_fp16_bf16_reduction_math_sdp", "cudnn_sdp_enabled", "enable_cudnn_sdp", "enable_flash_sdp",
+        "enable_math_sdp", "enable_mem_efficient_sdp", "flash_sdp_enabled", "fp16_bf16_reduction_math_sdp_allowed",
+        "math_sdp_enabled", "mem_efficient_sdp_enabled", "preferred_blas_library", "preferred_rocm_fa_library",
+        "sdp_kernel",
+    }),
+    "cudnn": frozenset({"rnn"}),
+    "mkldnn": frozenset({
+        "allow_tf32", "conv", "deterministic", "enabled", "flags", "fp32_precision", "matmul", "rnn", "set_flags",
+        "verbose",
+    }),
+}
+
+
+def brief(value: object) -> str:
+    """``repr(value)`` cut short (60 characters), never raising (hostile ``__repr__``)."""
+    try:
+        return _short.repr(value)
+    except Exception:
+        return f"<{type(value).__qualname__} object>"
+
 
 def show(value: object) -> str:
     """``repr(value)`` with its type, short, and never raising (hostile ``__repr__``)."""
-    try:
-        text = _short.repr(value)
-    except Exception:
-        text = f"<{type(value).__qualname__} object>"
-    return f"{text} ({type(value).__qualname__})"
+    return f"{brief(value)} ({type(value).__qualname__})"
 
 
-def closest(name: str, candidates: Iterable[str]) -> str | None:
+def closest(name: str, candidates: Iterable[str], cutoff: float = 0.6) -> str | None:
+    """The candidate most like ``name`` (difflib ratio >= ``cutoff``), or ``None``."""
     import difflib  # only on the error path: keeps `import backends` fast
 
-    found = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    found = difflib.get_close_matches(name, list(candidates), n=1, cutoff=cutoff)
     return found[0] if found else None
+
+
+def nearest(name: str, names: Iterable[str]) -> str | None:
+    """The dotted name in ``names`` that a mistyped dotted ``name`` most likely means, or ``None``.
+
+    Judged on the last part, as attribute access is, in this order: the same last part lower
+    in the same namespace (``cuda.allow_tf32`` -> ``cuda.matmul.allow_tf32``); a close last part
+    in the same namespace (difflib ratio >= 0.6); a nearly equal one (>= 0.8) elsewhere, from the
+    namespace closest to ``name``'s among namesakes (``cudnn.conv.allow_tf32`` ->
+    ``cudnn.allow_tf32``); a nearly equal whole name (a stray dot). Whole names at 0.6 would
+    match ``cuda.enable_flash_sdp`` to ``cudnn.enabled`` for sharing "cud" and "enable".
+    """
+    names = list(names)
+    head, _, last = name.rpartition(".")
+    for candidate in names:
+        if candidate.startswith(f"{head}.") and candidate.endswith(f".{last}"):
+            return candidate
+    here = {n.rpartition(".")[2]: n for n in names if n.rpartition(".")[0] == head}
+    if (part := closest(last, here)) is not None:
+        return here[part]
+    elsewhere: dict[str, dict[str, str]] = {}  # last part -> namespace -> name
+    for candidate in names:
+        space, _, part = candidate.rpartition(".")
+        elsewhere.setdefault(part, {})[space] = candidate
+    if (part := closest(last, elsewhere, cutoff=0.8)) is not None:
+        spaces = elsewhere[part]
+        return spaces[closest(head, spaces, cutoff=0.0) or next(iter(spaces))]
+    return closest(name, names, cutoff=0.8)
+
+
+def not_scoped(name: str) -> str:
+    """``": torch has torch.backends.X, ..."`` where the dotted ``name`` is, or lies under, a
+    torch setting this project does not scope (``TORCH_ONLY``); else ``""``."""
+    parts = name.split(".")
+    for i, part in enumerate(parts):
+        if part in TORCH_ONLY.get(".".join(parts[:i]), ()):
+            torch_name = ".".join(["torch.backends", *parts[: i + 1]])
+            return f": torch has {torch_name}, but this project does not scope it (nothing in CuPy or NumPy reads it)"
+    return ""
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:
@@ -41,7 +103,20 @@ class UnknownFlagError(KeyError, AttributeError):
 
 
 def unknown_name(name: object, candidates: Iterable[str], what: str = "flag") -> UnknownFlagError:
+    """The error for an unknown dotted name in a mapping: why, where it is a torch setting
+    this project does not scope; else the nearest of ``candidates``, or the flag behind the
+    nearest view (a mapping takes flags, not views)."""
     if not issubclass(type(name), str):
         return UnknownFlagError(f"flag names are dotted strings such as 'cudnn.deterministic', got {show(name)}")
     name = str.__str__(name)  # a plain str: a subclass's __eq__/__repr__ never runs
-    return UnknownFlagError(f"unknown {what} {name!r}{did_you_mean(name, candidates)}")
+    hint = not_scoped(name)
+    if not hint:
+        from .table import VIEWS  # here, not at the top: the table imports this module
+
+        views = {view.name: view.flag for view in VIEWS}
+        best = nearest(name, [*candidates, *views])
+        if best in views:
+            hint = f"; did you mean {views[best]!r}? ({best!r} is its view)"
+        elif best is not None:
+            hint = f"; did you mean {best!r}?"
+    return UnknownFlagError(f"unknown {what} {name!r}{hint}")

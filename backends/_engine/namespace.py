@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from . import state
-from .errors import UnknownFlagError, closest, show
+from .errors import TORCH_ONLY, UnknownFlagError, closest, nearest, not_scoped, show
 from .scope import Scope
 from .state import assign, current, defaults
 from .table import FLAGS, NAMES, VIEWS, Flag, View
@@ -177,17 +177,19 @@ class Namespace(ModuleType):
 
     def _unknown(self, name: str) -> UnknownFlagError:
         name = str.__str__(name)  # a plain str: a subclass's own methods never run
-        below = [f for f in NAMES if f.startswith(f"{self.prefix}.") and f.endswith(f".{name}")]
-        here = closest(name, self._public())
-        if below:  # backends.cuda.allow_tf32 -> backends.cuda.matmul.allow_tf32
-            hint = f"; did you mean backends.{below[0]}?"
-        elif here is not None:
-            hint = f"; did you mean backends.{self.prefix}.{here}?"
-        elif not self.members and not any(v.namespace == self.prefix for v in VIEWS):
-            hint = f" (backends.{self.prefix} has no flags, as in torch)"
-        else:
-            anywhere = closest(f"{self.prefix}.{name}", NAMES) or closest(name, NAMES)
-            hint = f"; did you mean backends.{anywhere}?" if anywhere else ""
+        dotted = f"{self.prefix}.{name}"
+        hint = not_scoped(dotted)  # a torch setting: say why it is not here, not a look-alike
+        if not hint:
+            own = [f"{self.prefix}.{n}" for n in self._public()]
+            flagless = not self.members and not any(v.namespace == self.prefix for v in VIEWS)
+            # A flagless namespace suggests only its own names: backends.openmp.enabled must
+            # not point to backends.cudnn.enabled.
+            best = nearest(dotted, own if flagless else [*own, *NAMES, *(v.name for v in VIEWS)])
+            if best is not None:
+                hint = f"; did you mean backends.{best}?"
+            elif flagless:
+                why = ": torch's are not scoped here, as nothing in CuPy or NumPy reads them"
+                hint = f" (backends.{self.prefix} has no flags{why if self.prefix in TORCH_ONLY else ', as in torch'})"
         return UnknownFlagError(f"backends.{self.prefix} has no flag or attribute {name!r}{hint}")
 
     def __reduce__(self) -> tuple[Any, ...]:
