@@ -21,8 +21,10 @@ import concurrent.futures
 import contextlib
 import gc
 import inspect
+import io
 import multiprocessing
 import threading
+import types
 from collections.abc import Awaitable, Callable, Iterator
 from types import ModuleType
 from typing import Any, NamedTuple
@@ -261,11 +263,12 @@ def test_synced_tasks_keep_results_exceptions_and_cancellation(sync_calls: list[
         sleeper.cancel()
         with pytest.raises(asyncio.CancelledError):
             await sleeper
-        async with asyncio.timeout(0):  # a cancellation thrown into a synced task's step
-            await asyncio.create_task(asyncio.sleep(60))
+        slow = asyncio.create_task(asyncio.sleep(60))
+        with pytest.raises(asyncio.TimeoutError):  # (the builtin TimeoutError from 3.11)
+            await asyncio.wait_for(slow, 0.01)  # a cancellation thrown into a suspended synced step
+        assert slow.cancelled()
 
-    with pytest.raises(TimeoutError):
-        asyncio.run(main())
+    asyncio.run(main())
     assert sync_calls  # the tasks above did sync
 
 
@@ -287,6 +290,143 @@ def test_synced_tasks_stay_introspectable(sync_calls: list[bool]) -> None:
         return states
 
     assert asyncio.run(main()) == [inspect.CORO_CREATED, inspect.CORO_SUSPENDED]
+
+
+@types.coroutine
+def generator_based(steps: int) -> Any:
+    """A ``types.coroutine`` generator: asyncio accepts it as a coroutine (3.10, 3.11) or
+    as an awaitable (``ensure_future``, every version)."""
+    for _ in range(steps):
+        yield  # a bare yield: the task steps again at the next loop iteration
+    return "generator done"
+
+
+TASK_MAKERS: dict[str, Callable[[Any], asyncio.Future[Any]]] = {
+    "ensure_future": asyncio.ensure_future,
+    "loop.create_task": lambda coro: asyncio.get_running_loop().create_task(coro),
+    "asyncio.create_task": lambda coro: asyncio.create_task(coro),
+}
+
+
+def outcome(make: Callable[[Any], asyncio.Future[Any]], install: bool) -> tuple[str, object]:
+    """What a task made by ``make`` from ``generator_based(2)`` gives: its result, or the
+    type of the error raised where the task is made."""
+
+    async def main() -> tuple[str, object]:
+        if install:
+            backends.asyncio.install()
+        try:
+            task = make(generator_based(2))
+        except TypeError:  # 3.12+: a generator is no coroutine for Task() itself
+            return ("raises", TypeError)
+        return ("result", await task)
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize("make", list(TASK_MAKERS))
+def test_install_runs_tasks_made_from_generator_based_coroutines(sync_calls: list[bool], make: str) -> None:
+    plain = outcome(TASK_MAKERS[make], install=False)
+    assert outcome(TASK_MAKERS[make], install=True) == plain  # install() changes no outcome
+    if make == "ensure_future" or asyncio.iscoroutine(generator_based(0)):
+        assert plain == ("result", "generator done")
+        assert len(sync_calls) >= 3  # and the generator's three steps were synced
+
+
+def test_install_steps_a_generator_based_coroutine_with_its_own_flags(sync_calls: list[bool]) -> None:
+    @types.coroutine
+    def tuned() -> Any:
+        with cudnn.flags(benchmark=True):
+            yield
+            yield
+        return cudnn.benchmark
+
+    async def main() -> bool:
+        backends.asyncio.install()
+        result: bool = await asyncio.ensure_future(tuned())
+        return result
+
+    assert asyncio.run(main()) is False
+    # the steps sync in the task's context: outside, inside, inside (the scope spans the yields)
+    assert sync_calls[:3] == [False, True, True]  # (later calls: asyncio.run's own shutdown tasks)
+
+
+def _factories() -> dict[str, Callable[..., asyncio.Task[Any]] | None]:
+    factories: dict[str, Callable[..., asyncio.Task[Any]] | None] = {
+        "no factory": None,
+        "custom factory": lambda loop, coro, **kwargs: asyncio.Task(coro, loop=loop, **kwargs),
+    }
+    if hasattr(asyncio, "eager_task_factory"):  # 3.12+
+        factories["eager_task_factory"] = asyncio.eager_task_factory
+    return factories
+
+
+FACTORIES = _factories()
+
+
+@pytest.mark.parametrize("factory", list(FACTORIES))
+def test_synced_tasks_show_the_users_coroutine(sync_calls: list[bool], factory: str) -> None:
+    """``get_coro()``, ``get_stack()``, ``print_stack()`` and ``repr()`` of a task made by the
+    factory show the coroutine the task was made from, as without ``install()``."""
+    views: dict[str, object] = {}
+
+    async def user_body() -> str:
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        return "done"
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_task_factory(FACTORIES[factory])
+        backends.asyncio.install()
+        coro = user_body()
+        task = asyncio.create_task(coro, name="mine")
+        await asyncio.sleep(0)  # the task is suspended in its first await (also when eager)
+        views["is the user's coroutine"] = task.get_coro() is coro
+        views["stack"] = [frame.f_code.co_name for frame in task.get_stack()]
+        printed = io.StringIO()
+        task.print_stack(file=printed)
+        views["printed"] = printed.getvalue()
+        views["repr"] = repr(task)
+        views["state"] = inspect.getcoroutinestate(task.get_coro())
+        assert await task == "done"
+        views["done repr"] = repr(task)
+
+    asyncio.run(main())
+    assert views["is the user's coroutine"] is True
+    assert views["stack"] == ["user_body"]
+    ours = backends.integrations.asyncio.__file__  # no frame or name of the task-step sync's
+    assert "user_body" in str(views["printed"]) and ours not in str(views["printed"])
+    for shown in (views["repr"], views["done repr"]):
+        assert "user_body()" in str(shown), shown
+        assert ours not in str(shown) and "synced" not in str(shown).replace("test_synced_tasks", ""), shown
+        assert str(shown).startswith("<Task "), shown
+    assert views["state"] == inspect.CORO_SUSPENDED
+    assert len(sync_calls) >= 3  # the task was synced all along
+
+
+@pytest.mark.skipif(not hasattr(asyncio, "eager_task_factory"), reason="eager tasks are Python 3.12+")
+def test_install_keeps_eager_tasks_eager(sync_calls: list[bool]) -> None:
+    steps: list[str] = []
+
+    async def body() -> str:
+        steps.append("first step")
+        await asyncio.sleep(0)
+        return "done"
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_task_factory(asyncio.eager_task_factory)
+        backends.asyncio.install()
+        before = len(sync_calls)
+        task = asyncio.create_task(body())
+        assert steps == ["first step"]  # ran inside create_task: still eager
+        assert len(sync_calls) == before + 1  # and synced before it
+        assert await task == "done"
+        backends.asyncio.uninstall()
+        assert loop.get_task_factory() is asyncio.eager_task_factory
+
+    asyncio.run(main())
 
 
 def test_anyio_task_group_cancelled_right_after_start_soon_with_the_factory() -> None:

@@ -606,6 +606,14 @@ async def test_marker_with_async_fixture(tuned, backends_flags):
 
 
 @pytest.mark.asyncio
+async def test_attribute_assignment_in_an_async_test(backends_flags):
+    backends_flags.cudnn.deterministic = True
+    await asyncio.sleep(0)
+    assert backends.cudnn.deterministic is True
+    assert await asyncio.create_task(deterministic_in_child_task()) is True
+
+
+@pytest.mark.asyncio
 async def test_z_defaults_after():
     assert at_defaults()
 """
@@ -652,7 +660,7 @@ async def test_z_defaults_after():
 @pytest.mark.parametrize(
     ("mode", "suite", "passed"),
     [
-        pytest.param("strict", ASYNCIO_STRICT_SUITE, 5, id="strict"),
+        pytest.param("strict", ASYNCIO_STRICT_SUITE, 6, id="strict"),
         pytest.param("auto", ASYNCIO_AUTO_SUITE, 4, id="auto"),
     ],
 )
@@ -736,3 +744,561 @@ def test_xdist_workers_start_from_the_same_defaults(pytester: pytest.Pytester) -
     result = _run(pytester, "-p", "xdist", "-n", "2", "--backends-leaks=warn", "--strict-markers", timeout=120)
     result.assert_outcomes(passed=24)
     result.stdout.fnmatch_lines(["*2 workers*"])
+
+
+# --------------------------------------------------------------------------------------------
+# 7. Scopes left entered
+# --------------------------------------------------------------------------------------------
+
+LEAKED_SCOPES_SUITE = (
+    AT_DEFAULTS
+    + """
+
+import pytest
+
+KEEP = []  # keeps the abandoned generator alive, so its scope stays entered
+
+
+def test_bare_enter():
+    backends.cudnn.flags(benchmark=True).__enter__()
+
+
+def test_clean_after_bare_enter():
+    assert at_defaults()
+    with backends.cudnn.flags(deterministic=True):  # scopes work as usual
+        assert backends.cudnn.deterministic is True
+    assert at_defaults()
+
+
+def test_abandoned_generator():
+    def holding():
+        with backends.flags({"cuda.preferred_linalg_library": "magma"}):
+            yield
+
+    generator = holding()
+    next(generator)
+    KEEP.append(generator)
+
+
+def test_clean_after_generator():
+    assert at_defaults()
+
+
+@pytest.mark.backends({"cudnn.benchmark_limit": 3})
+def test_bare_enter_under_marker_and_fixture(backends_flags):
+    backends_flags.set("cudnn.allow_tf32", False)
+    backends.cuda.matmul.tf32(True).__enter__()
+
+
+def test_z_clean_at_the_end():
+    assert at_defaults()
+"""
+)
+
+SCOPE_LEAKERS = ["test_bare_enter", "test_abandoned_generator", "test_bare_enter_under_marker_and_fixture"]
+
+
+def test_a_scope_left_entered_is_reported_and_the_next_test_starts_without_it(pytester: pytest.Pytester) -> None:
+    _ini(pytester)
+    pytester.makepyfile(test_scopes=_source(LEAKED_SCOPES_SUITE))
+    result = _run(pytester, "--strict-markers", "-W", "always")
+    result.assert_outcomes(passed=6)
+    output = result.stdout.str()
+    for name in SCOPE_LEAKERS:
+        reports = [line for line in _lines(result) if f"{name} left" in line]
+        assert len(reports) == 1, output  # one report per test, naming it
+    # each names the scopes it left (not the marker's nor the fixture's own)
+    result.stdout.fnmatch_lines(["*test_bare_enter left a scope entered: backends.cudnn.flags(benchmark=True);*"])
+    result.stdout.fnmatch_lines(
+        ["*test_abandoned_generator left a scope entered: backends.flags(*'cuda.preferred_linalg_library': 'magma'*);*"]
+    )
+    result.stdout.fnmatch_lines(
+        ["*_under_marker_and_fixture left a scope entered: backends.cuda.matmul.flags(allow_tf32=True);*"]
+    )
+    assert "RuntimeError" not in output  # the marker's and the fixture's scopes never refuse to exit
+    assert "test_clean_after" not in output.replace("PASSED", "")
+
+
+def test_a_scope_left_entered_fails_under_fail_mode(pytester: pytest.Pytester) -> None:
+    _ini(pytester)
+    pytester.makepyfile(test_scopes=_source(LEAKED_SCOPES_SUITE))
+    result = _run(pytester, "--strict-markers", "--backends-leaks=fail")
+    result.assert_outcomes(passed=6, errors=3)
+    for name in SCOPE_LEAKERS:
+        result.stdout.fnmatch_lines([f"*ERROR at teardown of {name}*"])
+    output = result.stdout.str()
+    assert "RuntimeError" not in output
+    assert "pytest_plugin.py" not in output  # no plugin frames in the report
+    assert "During handling of the above exception" not in output
+
+
+def test_a_scope_left_entered_under_off_mode_is_neither_reported_nor_undone(pytester: pytest.Pytester) -> None:
+    _ini(pytester)
+    pytester.makepyfile(
+        test_scopes=_source(
+            """
+            import backends
+
+            SCOPE = backends.cudnn.flags(benchmark=True)
+
+
+            def test_bare_enter():
+                SCOPE.__enter__()
+
+
+            def test_still_inside():
+                assert backends.cudnn.benchmark is True
+                SCOPE.__exit__(None, None, None)
+            """
+        )
+    )
+    result = _run(pytester, "--backends-leaks=off")
+    result.assert_outcomes(passed=2, warnings=0)
+    assert "left a scope" not in result.stdout.str()
+
+
+# --------------------------------------------------------------------------------------------
+# 8. Higher-scoped fixtures
+# --------------------------------------------------------------------------------------------
+
+SCOPED_FIXTURES_CONFTEST = """
+import pytest
+
+import backends
+
+
+@pytest.fixture(scope="session")
+def session_tf32():
+    backends.set_defaults({"cuda.matmul.allow_tf32": True})
+    yield
+    backends.set_defaults({"cuda.matmul.allow_tf32": False})
+"""
+
+SCOPED_FIXTURES_PACKAGE_CONFTEST = """
+import pytest
+
+import backends
+
+
+@pytest.fixture(scope="package", autouse=True)
+def package_magma():
+    backends.set_defaults({"cuda.preferred_linalg_library": "magma"})
+    yield
+    backends.set_defaults({"cuda.preferred_linalg_library": "default"})
+"""
+
+SCOPED_FIXTURES_MODULE = """
+import pytest
+
+import backends
+
+
+@pytest.fixture(scope="module")
+def module_limit():
+    backends.set_defaults({"cudnn.benchmark_limit": 3})
+    yield
+    backends.set_defaults({"cudnn.benchmark_limit": 10})
+
+
+@pytest.fixture(scope="module")
+def module_never_undone():
+    backends.set_defaults({"cudnn.deterministic": True})
+
+
+@pytest.fixture(scope="module")
+def module_scope():
+    with backends.cudnn.flags(enabled=False):  # entered for the rest of the module
+        yield
+
+
+def test_module_fixture(module_limit, session_tf32):
+    assert backends.cudnn.benchmark_limit == 3
+    assert backends.cuda.matmul.allow_tf32 is True
+    assert backends.cuda.preferred_linalg_library() == "magma"  # the package's autouse fixture
+
+
+def test_module_fixture_still_holds(module_limit):
+    assert backends.cudnn.benchmark_limit == 3
+    assert backends.cuda.matmul.allow_tf32 is True  # the session fixture too
+
+
+def test_never_undone(module_never_undone):
+    assert backends.cudnn.deterministic is True
+
+
+def test_never_undone_still_holds_in_its_module(module_never_undone):
+    assert backends.cudnn.deterministic is True
+
+
+def test_a_module_fixture_holding_a_scope(module_scope):
+    assert backends.cudnn.enabled is False
+    assert backends.describe()[0].source == "scope"
+
+
+@pytest.fixture(scope="class")
+def class_benchmark():
+    backends.set_defaults({"cudnn.benchmark": True})
+    yield
+    backends.set_defaults({"cudnn.benchmark": False})
+
+
+class TestClassScope:
+    def test_one(self, class_benchmark):
+        assert backends.cudnn.benchmark is True
+
+    def test_two(self, class_benchmark):
+        assert backends.cudnn.benchmark is True
+
+
+def test_after_the_class():
+    assert backends.cudnn.benchmark is False
+"""
+
+AFTER_THE_PACKAGE = (
+    AT_DEFAULTS
+    + """
+
+def test_everything_restored_after_the_package():
+    import backends
+
+    values = backends.snapshot().to_dict()
+    assert values["cuda.matmul.allow_tf32"] is True  # the session fixture is still set up
+    values["cuda.matmul.allow_tf32"] = False
+    assert values == {flag.name: flag.default for flag in backends.FLAGS}
+
+
+def test_z_session_fixture_user(session_tf32):
+    import backends
+
+    assert backends.cuda.matmul.allow_tf32 is True
+"""
+)
+
+
+def _scoped_fixture_suite(pytester: pytest.Pytester) -> None:
+    _ini(pytester)
+    pytester.makeconftest(_source(SCOPED_FIXTURES_CONFTEST))
+    package = pytester.mkpydir("pkg")
+    (package / "conftest.py").write_text(_source(SCOPED_FIXTURES_PACKAGE_CONFTEST), encoding="utf-8")
+    (package / "test_in_package.py").write_text(_source(SCOPED_FIXTURES_MODULE), encoding="utf-8")
+    pytester.makepyfile(test_z_after=_source(AFTER_THE_PACKAGE))
+
+
+def test_higher_scoped_fixtures_set_defaults_for_their_scope_and_only_a_fixture_that_leaks_is_reported(
+    pytester: pytest.Pytester,
+) -> None:
+    _scoped_fixture_suite(pytester)
+    result = _run(pytester, "-W", "always")
+    result.assert_outcomes(passed=10)
+    lines = [line for line in _lines(result) if "changed process defaults" in line]
+    assert len(lines) == 1, result.stdout.str()
+    assert "module_never_undone" in lines[0] and "cudnn.deterministic" in lines[0], lines
+    for name in ("test_module_fixture", "test_never_undone", "test_one", "session_tf32", "module_limit"):
+        assert name not in lines[0], lines
+
+
+def test_a_higher_scoped_fixture_that_leaks_errors_at_its_teardown_under_fail_mode(pytester: pytest.Pytester) -> None:
+    _scoped_fixture_suite(pytester)
+    result = _run(pytester, "--backends-leaks=fail")
+    result.assert_outcomes(passed=10, errors=1)
+    result.stdout.fnmatch_lines(["*ERROR at teardown of *test_after_the_class*"])
+    result.stdout.fnmatch_lines(["*module_never_undone*cudnn.deterministic*"])
+    assert "pytest_plugin.py" not in result.stdout.str()
+
+
+def test_a_higher_scoped_fixture_that_leaves_a_scope_entered_is_reported_at_its_teardown(
+    pytester: pytest.Pytester,
+) -> None:
+    _ini(pytester)
+    pytester.makepyfile(
+        test_module_scope=_suite(
+            """
+
+            import pytest
+
+
+            @pytest.fixture(scope="module")
+            def entered_for_good():
+                backends.cudnn.flags(benchmark=True).__enter__()
+
+
+            def test_sees_it(entered_for_good):
+                assert backends.cudnn.benchmark is True
+
+
+            def test_still_sees_it(entered_for_good):
+                assert backends.cudnn.benchmark is True
+            """
+        ),
+        test_z_after=_suite(
+            """
+
+            def test_clean():
+                assert at_defaults()
+            """
+        ),
+    )
+    result = _run(pytester, "-W", "always")
+    result.assert_outcomes(passed=3)
+    lines = [line for line in _lines(result) if "left a scope entered" in line]
+    assert len(lines) == 1 and "entered_for_good" in lines[0], result.stdout.str()
+
+
+def test_an_assignment_inside_a_module_fixtures_scope_is_reported_and_undone_after_the_test(
+    pytester: pytest.Pytester,
+) -> None:
+    """A bare assignment in a test that runs inside a scope a module fixture holds changes that
+    scope (not a process default) for the rest of the module: reported, and undone."""
+    _ini(pytester)
+    pytester.makepyfile(
+        test_inside=_source(
+            """
+            import pytest
+
+            import backends
+
+
+            @pytest.fixture(scope="module")
+            def deterministic_module():
+                with backends.deterministic():
+                    yield
+
+
+            def test_assigns(deterministic_module):
+                backends.cudnn.benchmark_limit = 1
+
+
+            def test_next(deterministic_module):
+                assert backends.cudnn.benchmark_limit == 10
+                assert backends.cudnn.deterministic is True  # the fixture's scope is still there
+            """
+        )
+    )
+    result = _run(pytester, "-W", "always")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["*test_assigns changed flags of the scope it runs in (backends.deterministic()*benchmark_limit: 10 -> 1*"]
+    )
+    assert "left a scope" not in result.stdout.str()
+
+
+def test_an_item_without_fixtures_is_held_from_its_setup_to_its_teardown(pytester: pytest.Pytester) -> None:
+    """A non-Python item (no fixtures, so no region of function-scoped fixtures) is checked too."""
+    _ini(pytester)
+    pytester.makeconftest(
+        _source(
+            """
+            import pytest
+
+            import backends
+
+
+            class LeakyItem(pytest.Item):
+                def runtest(self):
+                    backends.set_defaults({"cudnn.benchmark": True})
+
+
+            class LeakyFile(pytest.File):
+                def collect(self):
+                    yield LeakyItem.from_parent(self, name="leaky")
+
+
+            def pytest_collect_file(file_path, parent):
+                if file_path.suffix == ".leak":
+                    return LeakyFile.from_parent(parent, path=file_path)
+            """
+        )
+    )
+    pytester.path.joinpath("a.leak").write_text("", encoding="utf-8")
+    pytester.makepyfile(test_z_after=_suite("\n\ndef test_clean():\n    assert at_defaults()\n"))
+    result = _run(pytester, "--backends-leaks=fail")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["ERROR a.leak::leaky - Failed: a.leak::leaky changed process defaults*"])
+    result.stdout.fnmatch_lines(["*cudnn.benchmark: False -> True*"])
+
+
+# --------------------------------------------------------------------------------------------
+# 9. Configuration, tracebacks and the report header
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "ini", "named"),
+    [
+        pytest.param([], ["backends_strict = maybe"], "backends_strict", id="ini-strict"),
+        pytest.param([], ["backends_leaks = sometimes"], "backends_leaks", id="ini-leaks"),
+        pytest.param(["-o", "backends_strict=maybe"], [], "backends_strict", id="override-strict"),
+        pytest.param(["-o", "backends_leaks=sometimes"], [], "backends_leaks", id="override-leaks"),
+        pytest.param(["--backends-leaks=sometimes"], [], "--backends-leaks", id="option-leaks"),
+    ],
+)
+def test_bad_settings_are_a_one_line_usage_error_at_start_up(
+    pytester: pytest.Pytester, args: list[str], ini: list[str], named: str
+) -> None:
+    _ini(pytester, *ini)
+    pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
+    result = _run(pytester, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, _lines(result)
+    errors = [line for line in _lines(result) if line.strip()]
+    assert len(errors) == 1, errors
+    assert named in errors[0] and ("maybe" in errors[0] or "sometimes" in errors[0]), errors
+    assert "Traceback" not in "\n".join(_lines(result))
+
+
+def test_errors_raised_into_tests_show_no_plugin_frames_and_no_doubled_messages(pytester: pytest.Pytester) -> None:
+    _ini(pytester)
+    pytester.makepyfile(
+        test_errors=_source(
+            """
+            def test_set_typo(backends_flags):
+                backends_flags.set("cudnn.benchmak", True)
+
+
+            def test_set_wrong_type(backends_flags):
+                backends_flags.set({"cudnn.benchmark": 1})
+
+
+            def test_attribute_typo(backends_flags):
+                backends_flags.cudnn.benchmak = True
+
+
+            def test_attribute_wrong_type(backends_flags):
+                backends_flags.cudnn.benchmark = "yes"
+
+
+            def test_set_without_value(backends_flags):
+                backends_flags.set("cudnn.benchmark")
+            """
+        )
+    )
+    result = _run(pytester)
+    result.assert_outcomes(failed=5)
+    output = result.stdout.str()
+    assert "pytest_plugin.py" not in output, output
+    assert "backends/_engine" not in output, output
+    assert "During handling of the above exception" not in output, output
+    assert "The above exception was the direct cause" not in output, output
+    result.stdout.fnmatch_lines(["E * did you mean 'cudnn.benchmark'?*"])
+    result.stdout.fnmatch_lines(["E * did you mean backends.cudnn.benchmark?*"])
+    result.stdout.fnmatch_lines(["E *cudnn.benchmark must be a bool*got 1 (int)*"])
+    result.stdout.fnmatch_lines(["E *cudnn.benchmark must be a bool*got 'yes' (str)*"])
+
+
+def test_report_header_names_the_modes_and_the_flags_from_the_environment(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _ini(pytester)
+    pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
+    result = _run(pytester)
+    result.stdout.fnmatch_lines(["backends: leaks=warn, strict=off, flags from the environment: none"])
+    monkeypatch.setenv("BACKENDS_CUDNN_DETERMINISTIC", "1")
+    monkeypatch.setenv("BACKENDS_CUDNN_BENCHMARK_LIMIT", "4")
+    monkeypatch.setenv("CUPY_TF32", "1")
+    result = _run(pytester, "--backends-leaks=fail", "--backends-strict")
+    result.stdout.fnmatch_lines(
+        [
+            "backends: leaks=fail, strict=on, flags from the environment: cudnn.benchmark_limit=4 "
+            "(BACKENDS_CUDNN_BENCHMARK_LIMIT), cudnn.deterministic=True (BACKENDS_CUDNN_DETERMINISTIC), "
+            "cuda.matmul.allow_tf32=True (CUPY_TF32)"
+        ]
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# 10. backends_flags by attribute
+# --------------------------------------------------------------------------------------------
+
+
+def test_backends_flags_takes_attribute_assignment(pytester: pytest.Pytester) -> None:
+    _ini(pytester)
+    pytester.makepyfile(
+        test_attributes=_suite(
+            """
+
+            import threading
+
+            import pytest
+
+
+            def in_plain_thread(read):
+                seen = []
+                thread = threading.Thread(target=lambda: seen.append(read()))
+                thread.start()
+                thread.join()
+                return seen[0]
+
+
+            @pytest.fixture
+            def exact(backends_flags):
+                backends_flags.cuda.matmul.allow_tf32 = False
+                backends_flags.cudnn.allow_tf32 = False
+
+
+            def test_assign_and_read(backends_flags):
+                backends_flags.cudnn.benchmark = True
+                assert backends.cudnn.benchmark is True
+                assert backends_flags.cudnn.benchmark is True
+                assert in_plain_thread(lambda: backends.cudnn.benchmark) is False  # not a process default
+                backends_flags.cuda.matmul.allow_tf32 = True
+                backends_flags.cuda.preferred_linalg_library = "magma"
+                backends_flags.cuda.cufft_plan_cache.max_size = 4
+                backends_flags.cudnn.conv.fp32_precision = "ieee"  # a view sets its flag
+                assert backends.cuda.matmul.allow_tf32 is True
+                assert backends_flags.cuda.preferred_linalg_library == "magma"
+                assert backends.cuda.preferred_linalg_library() == "magma"
+                assert backends.cuda.cufft_plan_cache.max_size == 4
+                assert backends.cudnn.allow_tf32 is False
+                assert backends_flags.cudnn.conv.fp32_precision == "ieee"
+                assert backends_flags["cuda.cufft_plan_cache.max_size"] == 4
+
+
+            def test_undone_after_the_test():
+                assert at_defaults()
+
+
+            def test_from_a_fixture(exact):
+                assert backends.cuda.matmul.allow_tf32 is False
+                assert backends.cudnn.allow_tf32 is False
+
+
+            def test_reads_the_effective_value(backends_flags):
+                assert backends_flags.cudnn.deterministic is False
+                with backends.cudnn.flags(deterministic=True):
+                    assert backends_flags.cudnn.deterministic is True
+                backends.set_defaults({"cudnn.benchmark_limit": 2})
+                assert backends_flags.cudnn.benchmark_limit == 2
+                backends.reset_defaults()
+
+
+            def test_bad_names_and_values_raise_and_change_nothing(backends_flags):
+                with pytest.raises(AttributeError, match=r"did you mean backends\\.cudnn\\.benchmark\\?"):
+                    backends_flags.cudnn.benchmak = True
+                with pytest.raises(AttributeError, match=r"did you mean backends\\.cudnn\\.benchmark\\?"):
+                    backends_flags.cudnn.benchmak
+                with pytest.raises(AttributeError, match="cudnn"):
+                    backends_flags.cudn.benchmark = True
+                with pytest.raises(TypeError, match=r"cudnn\\.benchmark must be a bool"):
+                    backends_flags.cudnn.benchmark = 1
+                with pytest.raises(ValueError, match=r"cudnn\\.benchmark_limit"):
+                    backends_flags.cudnn.benchmark_limit = -1
+                with pytest.raises(ValueError, match="fp32_precision"):
+                    backends_flags.cuda.matmul.fp32_precision = "bf16"
+                with pytest.raises(AttributeError, match="not a flag"):
+                    backends_flags.cudnn.flags = None  # never monkeypatches backends itself
+                with pytest.raises(AttributeError, match="not a flag"):
+                    backends_flags.cuda.matmul = None
+                with pytest.raises(AttributeError):
+                    backends_flags.anything = 1
+                with pytest.raises(KeyError, match="did you mean 'cudnn.benchmark'"):
+                    backends_flags["cudnn.benchmak"]
+                assert callable(backends.cudnn.flags)
+                assert at_defaults()
+
+
+            def test_z_still_undone():
+                assert at_defaults()
+            """
+        )
+    )
+    result = _run(pytester, "--backends-leaks=fail")
+    result.assert_outcomes(passed=6)

@@ -4,10 +4,17 @@ Tasks on one thread share CuPy's cuBLAS handle. The launch hooks already make
 every GEMM that CuPy launches use its own task's flags; code that calls cuBLAS
 itself with CuPy's handle right after an ``await`` also needs the handle to be in
 step. ``install()`` sets a task factory whose tasks call ``backends.sync()``
-before each step, in the task's own context: each task's coroutine is awaited
-through ``synced()``, a native coroutine (asyncio's fast path) around a small
-generator that calls ``sync()`` before passing each step on. When nothing
-changed, a step costs that generator's resume and one identity comparison.
+before each step, in the task's own context.
+
+Each task steps its coroutine through ``synced(coroutine)``: a small object that
+asyncio's Task accepts as a coroutine and that, for each step the task asks of
+it, calls ``sync()`` and then ``send()``/``throw()`` on the user's coroutine
+itself. A step costs one Python method call on top of ``sync()`` (no generator
+frame, no ``__await__`` iterator), and any coroutine asyncio accepts works:
+``async def``, ``types.coroutine`` generators, ``collections.abc.Coroutine``
+objects. Everything that looks at a task's coroutine sees the user's:
+``task.get_coro()`` returns it, and ``repr(task)``, ``get_stack()`` and
+``inspect.getcoroutinestate()`` read its frame and code through the wrapper.
 Nothing ``sync()`` raises reaches the task (a launch through the sync layer
 pushes, and raises, again), and it creates no cuBLAS handle.
 """
@@ -15,34 +22,105 @@ pushes, and raises, again), and it creates no cuBLAS handle.
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextlib
 from collections.abc import Coroutine
 from typing import Any
 
-from .._engine.scope import Stepped
-from ..sync import quietly, sync
+from ..sync import sync
 
 
-async def synced(coroutine: Coroutine[Any, Any, Any]) -> Any:
-    """``await coroutine`` and return its result (its exceptions pass through), with
-    ``backends.sync()`` before each of its steps (never raising into it).
+class synced(Coroutine[Any, Any, Any]):  # lower case: called like the function it used to be
+    """``coroutine``, stepped with ``backends.sync()`` (never raising into it) before each
+    of its steps; awaiting it awaits ``coroutine`` and returns its result.
 
-    A native coroutine around a generator (``drive``): asyncio's Task steps a native
-    coroutine, its fast path, and the generator resumes by plain delegation."""
-    return await Stepped(coroutine, before=functools.partial(quietly, sync))
+    Any attribute it does not have itself (``cr_frame``, ``cr_code``, ``gi_frame``,
+    ``__qualname__``, ...) is the coroutine's, so asyncio's ``repr()`` and ``get_stack()``
+    of a task stepping it show the user's coroutine.
+    """
+
+    __slots__ = ("_coro", "_send", "_throw")
+
+    def __init__(self, coroutine: Coroutine[Any, Any, Any]) -> None:
+        self._coro = coroutine
+        # Bound once: these run on every step.
+        self._send, self._throw = coroutine.send, coroutine.throw
+
+    # The Task steps a non-native coroutine with PyIter_Send: ``__next__`` when it sends
+    # None (every step but a throw), else ``send``. ``sync`` is read from this module's
+    # globals at each step, so a test can replace it.
+    def __next__(self) -> Any:
+        try:  # noqa: SIM105  (contextlib.suppress costs a context manager per step)
+            sync()
+        except Exception:
+            pass
+        return self._send(None)
+
+    def send(self, value: Any) -> Any:
+        try:  # noqa: SIM105
+            sync()
+        except Exception:
+            pass
+        return self._send(value)
+
+    def throw(self, *exception: Any) -> Any:  # a cancellation, or a throw() of the caller's
+        try:  # noqa: SIM105
+            sync()
+        except Exception:
+            pass
+        return self._throw(*exception)
+
+    def close(self) -> None:
+        self._coro.close()
+
+    def coroutine(self) -> Coroutine[Any, Any, Any]:
+        """The coroutine this steps."""
+        return self._coro
+
+    def __await__(self) -> synced:
+        return self
+
+    def __iter__(self) -> synced:
+        return self
+
+    def __getattr__(self, name: str) -> Any:  # only for what the class does not define
+        if name in synced.__slots__:  # not set yet (copy, pickle): no recursion through _coro
+            raise AttributeError(name)
+        return getattr(self._coro, name)
+
+    def __repr__(self) -> str:
+        return repr(self._coro)
+
+
+class _Task(asyncio.Task):  # type: ignore[type-arg]
+    """The Task ``install()`` makes when no other factory was set: a plain Task whose
+    ``get_coro()`` is the user's coroutine, at no cost per task."""
+
+    def get_coro(self) -> Any:
+        stepper = super().get_coro()
+        return stepper.coroutine() if isinstance(stepper, synced) else stepper
+
+
+# ``repr(task)`` reads ``<Task pending name=... coro=<the user's coroutine>>``, as without install().
+_Task.__name__ = _Task.__qualname__ = "Task"
+
+
+def _plain_task(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+    return _Task(coro, loop=loop, **kwargs)
 
 
 def _factory(previous: Any) -> Any:
     def create_task(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
-        wrapped = synced(coro) if asyncio.iscoroutine(coro) else coro
-        if previous is not None:
-            task: asyncio.Task[Any] = previous(loop, wrapped, **kwargs)
-        else:
-            task = asyncio.Task(wrapped, loop=loop, **kwargs)
-        if wrapped is not coro:
-            # A task cancelled before its first step never starts `synced`, so nothing
-            # would close the inner coroutine ("coroutine ... was never awaited").
-            task.add_done_callback(lambda _: coro.close())
+        if not asyncio.iscoroutine(coro):  # not ours to step: let asyncio (or that factory) refuse it
+            return (previous or _plain_task)(loop, coro, **kwargs)
+        stepper = synced(coro)
+        if previous is None:
+            return _plain_task(loop, stepper, **kwargs)
+        task: asyncio.Task[Any] = previous(loop, stepper, **kwargs)
+        # Another factory chose the task's type: an instance attribute shadows its
+        # get_coro() (a type without room for one keeps answering with the stepper, which
+        # still shows the coroutine's name and frame in repr() and get_stack()).
+        with contextlib.suppress(AttributeError):
+            task.get_coro = stepper.coroutine  # type: ignore[method-assign]
         return task
 
     create_task.backends_previous = previous  # type: ignore[attr-defined]
@@ -52,7 +130,8 @@ def _factory(previous: Any) -> Any:
 def install(loop: asyncio.AbstractEventLoop | None = None) -> None:
     """Make every task created on ``loop`` from now on call ``backends.sync()`` before
     each step. ``loop`` defaults to the running loop (``RuntimeError`` if there is
-    none). Keeps a task factory that was already set, by wrapping it. Idempotent."""
+    none). Keeps a task factory that was already set (``asyncio.eager_task_factory``
+    included), by wrapping it. Idempotent."""
     loop = loop or asyncio.get_running_loop()
     current = loop.get_task_factory()
     if current is not None and hasattr(current, "backends_previous"):
