@@ -1,6 +1,7 @@
 """Faults (issue 5, item 3): a real SIGINT, cancellation, timeouts, GeneratorExit, throw(),
 generators dropped without close, exits that fail, 1,000 nested scopes and fork() from a
-process whose other threads hold scopes.
+process whose other threads hold scopes. Issue 12, behaviour 4: an exception that left an
+inner scope entered (a SIGINT inside the inner exit) passes through every enclosing scope.
 
 After each, every flag must read what it should (``describe()``: value, type and source)
 and no scope may be left entered in the context (not even one overriding nothing).
@@ -655,20 +656,117 @@ def test_outer_exit_refused_while_the_body_left_an_inner_scope_entered(start: Ro
     assert_clean(start)
 
 
-def test_body_exception_is_the_context_of_a_refused_exit(start: Rows) -> None:
+# -- an exception that left an inner scope entered never masks itself (issue 12, behaviour 4) --------
+
+
+def inner_exit_starts(inner: backends.Scope) -> Callable[[Any, str, Any], bool]:
+    """For ``sigint_at``: the moment ``inner.__exit__`` is called, before its first line."""
+
+    def when(frame: Any, event: str, arg: Any) -> bool:
+        exit_code = backends.Scope.__exit__.__code__
+        return event == "call" and frame.f_code is exit_code and frame.f_locals.get("self") is inner
+
+    return when
+
+
+@pytest.mark.usefixtures("sigint_raises")
+def test_sigint_inside_an_inner_exit_reaches_the_caller_as_keyboard_interrupt(start: Rows) -> None:
     outer, inner = cudnn.flags(benchmark=True), matmul.tf32(True)
-    body_error = ValueError("from the body")
-    with pytest.raises(RuntimeError, match=re.escape(repr(outer))) as refused, outer:
-        inner.__enter__()
-        raise body_error
-    assert refused.value.__context__ is body_error
-    assert rows() == scoped(start, {**BENCHMARK, **TF32})
-    inner.__exit__(None, None, None)
-    outer.__exit__(None, None, None)
+    seen: list[Rows] = []
+    with pytest.raises(KeyboardInterrupt), sigint_at(inner_exit_starts(inner)) as fired, outer:
+        try:
+            with inner:
+                pass
+        finally:
+            seen.append(rows())  # the interrupted inner exit left inner entered
+    assert fired == ["call in __exit__"]
+    assert seen == [scoped(start, {**BENCHMARK, **TF32})]
+    assert_clean(start)  # the enclosing exit restored what it saw at entry
+
+
+@pytest.mark.usefixtures("sigint_raises")
+def test_sigint_inside_an_inner_exit_of_a_decorated_function_reaches_the_caller(start: Rows) -> None:
+    inner = matmul.tf32(True)
+
+    @backends.deterministic()
+    def decorated() -> None:
+        with inner:
+            pass
+
+    with pytest.raises(KeyboardInterrupt), sigint_at(inner_exit_starts(inner)) as fired:
+        decorated()
+    assert fired
     assert_clean(start)
 
 
-def test_a_decorated_function_that_leaves_a_scope_entered_gets_a_refused_exit(start: Rows) -> None:
+def test_a_body_exception_that_left_an_inner_scope_entered_passes_through_the_enclosing_with(start: Rows) -> None:
+    outer, inner = cudnn.flags(benchmark=True), matmul.tf32(True)
+    body_error = ValueError("from the body")
+    with pytest.raises(ValueError) as raised, outer:
+        inner.__enter__()
+        raise body_error
+    assert raised.value is body_error
+    assert raised.value.__context__ is None  # nothing was raised while it propagated
+    assert_clean(start)
+    # the abandoned inner entry is gone with the state it was part of: exiting it is refused
+    with pytest.raises(RuntimeError, match="not active"):
+        inner.__exit__(None, None, None)
+    assert_clean(start)
+
+
+def test_the_enclosing_exit_restores_exactly_the_state_it_saw_at_entry(start: Rows) -> None:
+    """Three levels, the innermost leaving two scopes entered: each level's exit restores
+    its own entry state, the levels above exit normally."""
+    a, b, c = cudnn.flags(benchmark=True), matmul.tf32(True), cudnn.flags(deterministic=True)
+    leaked = (backends.flags({"cudnn.benchmark_limit": 7}), cudnn.flags(enabled=False))
+    seen: list[Rows] = []
+    with pytest.raises(KeyError), a:
+        cudnn.benchmark_limit = 3  # an assignment in a's scope: part of the state b saw at entry
+        try:
+            with b, c:
+                for scope in leaked:
+                    scope.__enter__()
+                raise KeyError("from the body")
+        finally:
+            seen.append(rows())
+    assert seen == [scoped(start, {**BENCHMARK, "cudnn.benchmark_limit": 3})]
+    assert_clean(start)
+
+
+def test_the_same_scope_nested_in_itself_unwinds_only_its_inner_entry(start: Rows) -> None:
+    scope, leaked = cudnn.flags(benchmark=True), matmul.tf32(True)
+    seen: list[Rows] = []
+    with pytest.raises(ValueError), scope:
+        cudnn.deterministic = True
+        try:
+            with scope:
+                cudnn.deterministic = False
+                leaked.__enter__()
+                raise ValueError("from the body")
+        finally:
+            seen.append(rows())
+    assert seen == [scoped(start, {**BENCHMARK, **DETERMINISTIC})]
+    assert_clean(start)
+
+
+def test_async_with_passes_a_body_exception_that_left_an_inner_scope_entered(start: Rows) -> None:
+    outer, inner = cudnn.flags(benchmark=True), matmul.tf32(True)
+
+    async def main() -> tuple[Rows, bool]:
+        with pytest.raises(ValueError, match="from the body"):
+            async with outer:
+                await inner.__aenter__()
+                await asyncio.sleep(0)
+                raise ValueError("from the body")
+        return rows(), no_scope_entered()
+
+    assert asyncio.run(main()) == (start, True)
+    assert_clean(start)
+
+
+def test_a_decorated_function_that_leaves_a_scope_entered(start: Rows) -> None:
+    """Returning normally with a scope left entered is an out-of-order exit: refused, and
+    nothing changes. Raising with one left entered passes the exception and restores."""
     outer, inner = cudnn.flags(benchmark=True), cudnn.flags(deterministic=True)
 
     @outer
@@ -681,14 +779,62 @@ def test_a_decorated_function_that_leaves_a_scope_entered_gets_a_refused_exit(st
         inner.__enter__()
         raise KeyError("from the body")
 
-    for call, cause in ((leaves_inner_entered, type(None)), (raises_and_leaves_inner_entered, KeyError)):
-        with pytest.raises(RuntimeError, match=re.escape(repr(outer))) as refused:
-            call()
-        assert type(refused.value.__context__) is cause
-        assert rows() == scoped(start, {**BENCHMARK, **DETERMINISTIC})
-        inner.__exit__(None, None, None)
-        outer.__exit__(None, None, None)  # the decorator's entry, still open: exits in order
-        assert_clean(start)
+    @outer
+    async def coroutine_raises_and_leaves_inner_entered() -> None:
+        inner.__enter__()
+        await asyncio.sleep(0)
+        raise KeyError("from the coroutine")
+
+    with pytest.raises(RuntimeError, match=re.escape(repr(outer))) as refused:
+        leaves_inner_entered()
+    assert refused.value.__context__ is None
+    assert rows() == scoped(start, {**BENCHMARK, **DETERMINISTIC})
+    inner.__exit__(None, None, None)
+    outer.__exit__(None, None, None)  # the decorator's entry, still open: exits in order
+    assert_clean(start)
+
+    with pytest.raises(KeyError, match="from the body"):
+        raises_and_leaves_inner_entered()
+    assert_clean(start)
+
+    async def main() -> tuple[Rows, bool]:
+        with pytest.raises(KeyError, match="from the coroutine"):
+            await coroutine_raises_and_leaves_inner_entered()
+        return rows(), no_scope_entered()
+
+    assert asyncio.run(main()) == (start, True)
+    assert_clean(start)
+
+
+def test_with_an_exception_in_flight_an_exit_of_a_scope_not_in_this_chain_is_still_refused(start: Rows) -> None:
+    """Pinned: the enclosing exit unwinds only a scope it finds in this context's chain,
+    entered in this context. A scope already exited by hand, or entered in another context,
+    is refused with RuntimeError as with no exception in flight (the body's exception is its
+    ``__context__``), and the refused exit changes nothing."""
+    scope = cudnn.flags(benchmark=True)
+    body_error = ValueError("from the body")
+    with pytest.raises(RuntimeError, match="not active in this context") as refused, scope:
+        scope.__exit__(None, None, None)  # exited by hand inside its own with
+        matmul.allow_tf32 = True  # a process default now: no scope is entered
+        raise body_error
+    assert refused.value.__context__ is body_error
+    assert rows()["cuda.matmul.allow_tf32"] == (bool, True, "process default")
+    backends.reset_defaults()
+    assert_clean(start)
+
+    # entered here, exited with an exception in flight in a copy of this context
+    scope.__enter__()
+
+    def exit_in_copy() -> tuple[str, Rows]:
+        with pytest.raises(RuntimeError) as refused:
+            scope.__exit__(ValueError, body_error, None)
+        return str(refused.value), rows()
+
+    message, copied = contextvars_copy_run(exit_in_copy)
+    assert "entered in a different context" in message
+    assert copied == rows() == scoped(start, BENCHMARK)
+    scope.__exit__(None, None, None)
+    assert_clean(start)
 
 
 def test_exit_in_a_copied_context_or_another_thread_is_refused_and_changes_nothing(start: Rows) -> None:

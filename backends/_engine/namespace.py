@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from . import state
 from .errors import TORCH_ONLY, UnknownFlagError, closest, nearest, not_scoped, show
 from .scope import Scope
-from .state import assign, current, defaults
+from .state import assign, current
 from .table import FLAGS, NAMES, VIEWS, Flag, View
 
 
@@ -24,9 +24,10 @@ def _flag_property(flag: Flag) -> property:
     name = flag.name
 
     # The hot path: one ContextVar.get and one or two dict lookups.
-    def get(self: object, _current: Any = current, _defaults: Any = defaults) -> Any:
+    def get(self: object, _current: Any = current, _state: Any = state) -> Any:
         frame = _current()
-        return frame[name] if name in frame else _defaults[name]
+        # state.published is rebound by every write: look it up on each read, never keep it.
+        return frame[name] if name in frame else _state.published[name]
 
     def set_(self: object, value: object) -> None:
         assign(name, value)

@@ -9,13 +9,18 @@ Semantics, in the manner of ``decimal.localcontext`` and ``contextlib``:
   from many threads and tasks at once;
 * exiting checks that this scope is the innermost one of the current context
   and resets the token; anything else is refused with ``RuntimeError`` before
-  any state changes, so the scopes can still be exited in the right order.
+  any state changes, so the scopes can still be exited in the right order;
+* except while an exception is in flight: then an enclosing scope still in this
+  context's chain (an inner one was left entered, say by a ``KeyboardInterrupt``
+  inside the inner exit) resets its own token, restoring what it saw at entry, and
+  lets the exception propagate instead of masking it with a ``RuntimeError``.
 """
 
 from __future__ import annotations
 
 import contextvars
 import functools
+import types
 from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterator, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
@@ -27,6 +32,12 @@ from .table import NAMES, Value
 F = TypeVar("F", bound=Callable[..., Any])
 _set, _reset = overrides.set, overrides.reset  # bound once: entry and exit are hot
 _NO_ENTRY = (None, None)
+#: What a call returns whose body runs later, when awaited or iterated: CPython's own
+#: types, which cannot be subclassed, so one set lookup of the result's type tells (about
+#: half the cost of isinstance() with a tuple, on the hot path of every decorated call).
+_DEFERRED = frozenset((types.CoroutineType, types.GeneratorType, types.AsyncGeneratorType))
+_DEFERRED_ABCS = (Coroutine, Generator, AsyncGenerator)
+_CO_ITERABLE_COROUTINE = 0x100  # inspect.CO_ITERABLE_COROUTINE (@types.coroutine), without inspect
 
 
 class Scope:
@@ -40,15 +51,34 @@ class Scope:
     Raises ``RuntimeError`` on exit when the scope is not the innermost one
     active in the current context (exited out of order, or in another thread or
     asyncio/trio task than the one that entered it); the refused exit changes
-    nothing.
+    nothing. While an exception is in flight, an enclosing scope still entered in
+    this context exits anyway (restoring the state it saw at entry) and the
+    exception propagates.
+
+    Pickles as its overrides and label, validated again on load like construction.
     """
 
     __slots__ = ("__weakref__", "_label", "_overrides")
 
     def __init__(self, overrides: Mapping[str, Any], label: str | None = None) -> None:
-        """``overrides`` maps dotted flag names to values; checked like ``backends.flags()``."""
+        """``overrides`` maps dotted flag names to values; checked like ``backends.flags()``.
+        ``label``, if given, is the scope's repr (a ``str``)."""
+        if label is not None:
+            if not issubclass(type(label), str):
+                raise TypeError(f"backends.Scope() takes a str label or None, got {show(label)}")
+            label = str.__str__(label)
         self._overrides = check_mapping(overrides, "backends.Scope()")
         self._label = label
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Through the constructor, so loading validates (a pickle of the slots would not).
+        return (Scope, (dict(self._overrides), self._label))
+
+    def __setstate__(self, state: Any) -> None:
+        """Validate slot state on load, as construction does: only pickles made without
+        ``__reduce__`` (by hand, or before Scope had one) carry it."""
+        slots = _slots_on_load(self, state)
+        Scope.__init__(self, slots.get("_overrides"), slots.get("_label"))  # a missing one is None: refused
 
     @property
     def overrides(self) -> dict[str, Value]:
@@ -82,7 +112,7 @@ class Scope:
     ) -> None:
         scope, token = current().get(ENTRY, _NO_ENTRY)
         if scope is not self:
-            raise RuntimeError(self._refusal(scope))
+            token = self._enclosing_token(scope, exc_type)
         try:
             _reset(token)
         except (ValueError, RuntimeError):
@@ -94,11 +124,37 @@ class Scope:
                 f"that entered it"
             ) from None
 
+    def _enclosing_token(self, innermost: Scope | None, exc_type: type[BaseException] | None) -> Any:
+        """This scope's token when an exception is in flight and this scope is in the
+        current context's chain of entries (the innermost such entry), else the refusal.
+
+        An exception that left an inner scope entered (a ``KeyboardInterrupt`` inside the
+        inner exit, a body that entered one by hand) must not turn into a ``RuntimeError``
+        here: resetting our own token drops the abandoned entries above it with the state
+        they were part of. With no exception in flight an out-of-order exit is a bug in the
+        caller, refused before anything changes."""
+        if exc_type is not None:
+            frame: Any = current()
+            # Each frame's entry holds (scope, token); token.old_value is the frame below it
+            # (Token.MISSING, not a dict, below the first entry of a fresh context).
+            while type(frame) is dict and ENTRY in frame:
+                scope, token = frame[ENTRY]
+                if scope is self:
+                    return token  # reset by the caller; refused there if of another context
+                frame = token.old_value
+        raise RuntimeError(self._refusal(innermost))
+
     def _refusal(self, innermost: Scope | None) -> str:
         if innermost is None:
             return (
                 f"cannot exit {self!r}: it is not active in this context (it was entered "
                 f"in another thread or asyncio/trio task, or has already been exited)"
+            )
+        if repr(innermost) == repr(self):  # a copy, or a scope built again with the same arguments
+            return (
+                f"cannot exit {self!r} (object {id(self):#x}): the innermost scope active in this "
+                f"context is a different Scope object with the same overrides (object "
+                f"{id(innermost):#x}); a scope must be exited through the object that entered it"
             )
         return (
             f"cannot exit {self!r}: the innermost scope active in this context is "
@@ -123,7 +179,10 @@ class Scope:
 
         Works for plain functions, methods, coroutine functions, generator functions
         and async generator functions, keeping the kind, name, docstring and
-        signature. Raises ``TypeError`` if ``fn`` is not callable.
+        signature. A call that returns a coroutine, generator or async generator
+        where ``inspect`` saw no such function (a callable object with an ``async def``
+        ``__call__``, a sync wrapper around an ``async def``) gets the override in that
+        body too, when awaited or iterated. Raises ``TypeError`` if ``fn`` is not callable.
         """
         if isinstance(fn, (staticmethod, classmethod)):  # decorated above @staticmethod
             return type(fn)(self(fn.__func__))
@@ -144,15 +203,32 @@ class Scope:
         return functools.wraps(fn)(wrapper)  # type: ignore[return-value]
 
 
+def _slots_on_load(scope: Scope, state: Any) -> Any:
+    """The ``{slot: value}`` dict of pickled slot state ``(None, {slot: value})``, for
+    ``__setstate__`` to validate as construction does. A scope already built is immutable
+    (scopes are shared: a cached ``cudnn.flags(...)``, ``deterministic()``)."""
+    if hasattr(scope, "_overrides"):
+        raise TypeError(f"{scope!r} is immutable: __setstate__ only restores a scope being unpickled")
+    slots = state[1] if type(state) is tuple and len(state) == 2 else state
+    return slots if type(slots) is dict else {}
+
+
 def _function(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]:
     enter, exit_ = scope.__enter__, scope.__exit__
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         enter()
         try:
-            return fn(*args, **kwargs)
-        finally:
-            exit_()
+            result = fn(*args, **kwargs)
+        except BaseException as error:
+            exit_(type(error), error, error.__traceback__)  # as `with` does: see __exit__
+            raise
+        exit_()
+        # What inspect could not tell at decoration: a callable object with an async def or
+        # generator __call__, a sync wrapper around an async def. Its body runs later.
+        if type(result) in _DEFERRED:
+            return follow(scope, result)
+        return result
 
     return wrapper
 
@@ -163,11 +239,36 @@ def _coroutine(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]:
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         enter()
         try:
-            return await fn(*args, **kwargs)
-        finally:
-            exit_()
+            result = await fn(*args, **kwargs)
+        except BaseException as error:
+            exit_(type(error), error, error.__traceback__)
+            raise
+        exit_()
+        return result
 
     return wrapper
+
+
+def follow(scope: Scope, result: Any) -> Any:
+    """``result`` of a call made under ``scope``, with ``scope`` applied to its body as well
+    when that body runs later: a coroutine when awaited, a generator or async generator
+    when iterated (the override is then not visible to the consumer between steps)."""
+    if isinstance(result, Coroutine):
+        return _run_coroutine(scope, result)
+    if isinstance(result, Generator):
+        wrapper = _generator(scope, lambda: result)
+        code = getattr(result, "gi_code", None)
+        if code is not None and code.co_flags & _CO_ITERABLE_COROUTINE:
+            wrapper = types.coroutine(wrapper)  # a @types.coroutine generator stays awaitable
+        return wrapper()
+    if isinstance(result, AsyncGenerator):
+        return _async_generator(scope, lambda: result)()
+    return result
+
+
+async def _run_coroutine(scope: Scope, coroutine: Coroutine[Any, Any, Any]) -> Any:
+    with scope:
+        return await coroutine
 
 
 def drive(
@@ -285,6 +386,9 @@ class Snapshot(Scope, Mapping[str, Value]):
     def __reduce__(self) -> tuple[Any, ...]:
         return (Snapshot.from_dict, (dict(self._overrides),))
 
+    def __setstate__(self, state: Any) -> None:
+        Snapshot.__init__(self, _slots_on_load(self, state).get("_overrides"))
+
     def to_dict(self) -> dict[str, Value]:
         """Every flag's value by dotted name, as a new plain ``dict``."""
         return dict(self._overrides)
@@ -317,35 +421,49 @@ def snapshot() -> Snapshot:
     return Snapshot(effective())
 
 
-class Bound:
-    """``fn`` run under the flags of a snapshot; see ``backends.bind``."""
+class Bound(functools.partial[Any]):
+    """``fn`` run under the flags of a snapshot; see ``backends.bind``.
 
-    def __init__(self, fn: Callable[..., Any], flags: Snapshot) -> None:
+    A ``functools.partial`` of ``fn`` with no arguments, so that ``inspect`` sees through it
+    to ``fn``: ``inspect.iscoroutinefunction(bind(async_fn))`` (and the generator
+    predicates) is true on every supported Python, where 3.10 and 3.11 recognise only
+    functions and partials of them. Pickles as ``fn`` and the snapshot, validated on load.
+    """
+
+    snapshot: Snapshot
+
+    def __new__(cls, fn: Callable[..., Any], flags: Snapshot) -> Bound:
         if not callable(fn):
             raise TypeError(f"backends.bind() takes a callable, got {show(fn)}")
+        self = super().__new__(cls, fn)
         functools.update_wrapper(self, fn)
-        self.fn = fn
         self.snapshot = flags
+        return self
+
+    @property
+    def fn(self) -> Callable[..., Any]:
+        """The callable this runs."""
+        return self.func
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         with self.snapshot:
-            result = self.fn(*args, **kwargs)
-        # A coroutine's or generator's body runs later, when awaited or iterated.
-        if isinstance(result, Coroutine):
-            return _run_coroutine(self.snapshot, result)
-        if isinstance(result, Generator):
-            return _generator(self.snapshot, lambda: result)()
-        if isinstance(result, AsyncGenerator):
-            return _async_generator(self.snapshot, lambda: result)()
+            result = self.func(*args, **kwargs)
+        # A coroutine's or generator's body runs later. The ABCs also catch those that are
+        # not CPython's own (Cython's): bind() is not on a per-call hot path like decorators.
+        if isinstance(result, _DEFERRED_ABCS):
+            return follow(self.snapshot, result)
         return result
 
+    def __get__(self, instance: object, owner: type | None = None) -> Bound:
+        # As a class attribute it stays itself, as before (a partial becomes a method
+        # descriptor in Python 3.14, and 3.13 warns that it will).
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Bound, (self.func, self.snapshot))
+
     def __repr__(self) -> str:
-        return f"backends.bind({self.fn!r}) with {self.snapshot!r}"
-
-
-async def _run_coroutine(flags: Snapshot, coroutine: Coroutine[Any, Any, Any]) -> Any:
-    with flags:
-        return await coroutine
+        return f"backends.bind({self.func!r}) with {self.snapshot!r}"
 
 
 def bind(fn: Callable[..., Any]) -> Bound:

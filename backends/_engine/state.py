@@ -4,7 +4,12 @@ The ContextVar holds a frame: the overrides active in this context, by dotted
 name, plus the scope entry that published it. A frame is never changed once
 another context could see it (copied contexts share it; the one write after
 publishing, the entry's token, happens before ``__enter__`` returns), so reads
-and scope entry/exit take no lock. Only process-default writes lock.
+and scope entry/exit take no lock.
+
+Process defaults are published the same way: ``published`` is a dict that is never
+changed once published; a write builds a new one under ``_lock`` and rebinds the
+global (one store, atomic). A reader that takes one reference to ``published`` per
+call sees one whole write, never a mix of two, without a lock.
 """
 
 from __future__ import annotations
@@ -37,26 +42,33 @@ for _name, _value in environment.read(os.environ).items():
     BUILTIN[_name] = _value
     BUILTIN_SOURCE[_name] = "environment"
 
-#: Process defaults: read without a lock (one dict lookup is atomic), written under ``_lock``.
-defaults: dict[str, Value] = dict(BUILTIN)
-_source: dict[str, str] = dict(BUILTIN_SOURCE)
-_lock = threading.Lock()
-_frozen = False
-#: Bumped on every process-default write, so the sync layer can tell "nothing
-#: changed" from the frame's identity plus this number, without reading flags.
-version = 0
+#: In ``published``, the key whose value is ``{dotted name: source}`` (``describe()``'s
+#: column), so that a value and its source are published together.
+SOURCES = None
 
+#: The process defaults: dotted name -> value, plus ``SOURCES``. Never changed in place:
+#: ``_write_defaults`` rebinds it. Read it ONCE per call (``published = state.published``).
+published: dict[Any, Any] = {**BUILTIN, SOURCES: dict(BUILTIN_SOURCE)}
+#: Serialises writers (so none is lost). Re-entrant, so that a signal handler that writes a
+#: default, or forks, while its thread is writing one does not deadlock. See "fork" below.
+_lock = threading.RLock()
+_frozen = False
+#: Bumped on every process-default write, after the new defaults are published, so the sync
+#: layer, which reads it before the flags, can tell "nothing changed" from the frame's
+#: identity plus this number (a stale number only ever costs it one extra push).
+version = 0
 
 def read(name: str) -> Value:
     """The effective value of ``name`` in the current context."""
     frame = current()
-    return frame[name] if name in frame else defaults[name]
+    value: Value = frame[name] if name in frame else published[name]
+    return value
 
 
 def effective() -> dict[str, Value]:
     """Every flag's effective value in the current context, by dotted name."""
-    frame = current()
-    return {name: frame[name] if name in frame else defaults[name] for name in NAMES}
+    frame, values = current(), published
+    return {name: frame[name] if name in frame else values[name] for name in NAMES}
 
 
 def check_mapping(mapping: object, what: str) -> dict[str, Value]:
@@ -81,12 +93,12 @@ def check_mapping(mapping: object, what: str) -> dict[str, Value]:
 
 
 def _write_defaults(values: Mapping[str, Value], sources: Mapping[str, str]) -> None:
-    """The one place process defaults change: under the lock, and bumping ``version``
-    so the sync layer sees the change."""
-    global version
+    """The one place process defaults change: a new ``published`` built from the current one
+    under the lock and published by one store, then ``version`` bumped for the sync layer."""
+    global published, version
     with _lock:
-        defaults.update(values)
-        _source.update(sources)
+        old = published
+        published = {**old, **values, SOURCES: {**old[SOURCES], **sources}}
         version += 1
 
 
@@ -138,8 +150,9 @@ class SavedDefaults(NamedTuple):
 
 
 def save_defaults() -> SavedDefaults:
-    with _lock:
-        return SavedDefaults(dict(defaults), dict(_source), _frozen)
+    with _lock:  # for the freeze: the defaults alone need no lock
+        values = published
+        return SavedDefaults({name: values[name] for name in NAMES}, dict(values[SOURCES]), _frozen)
 
 
 def restore_defaults(saved: SavedDefaults) -> None:
@@ -168,8 +181,29 @@ class FlagRow(NamedTuple):
 
 
 def describe() -> list[FlagRow]:
-    frame = current()
+    frame, values = current(), published
+    sources = values[SOURCES]
     return [
-        FlagRow(name, frame[name], "scope") if name in frame else FlagRow(name, defaults[name], _source[name])
+        FlagRow(name, frame[name], "scope") if name in frame else FlagRow(name, values[name], sources[name])
         for name in NAMES
     ]
+
+
+# -- fork ---------------------------------------------------------------------------------------
+# os.fork() copies only the forking thread: a lock another thread held at that moment would
+# stay held in the child for ever. Holding the lock across fork() means no other thread is half
+# way through a write then, so the child inherits whole defaults and a version that matches
+# them; the child gets a fresh lock instead of the copy the forking thread acquired.
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork()
+    os.register_at_fork(
+        before=lambda: _lock.acquire(),  # looked up at fork time: the child rebinds _lock
+        after_in_parent=lambda: _lock.release(),
+        after_in_child=_after_fork_in_child,
+    )

@@ -13,6 +13,7 @@ layer must never break CuPy.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -26,6 +27,22 @@ _hooks: dict[str, list[Hook]] = {}
 _lock = threading.RLock()
 #: (module name, the exception) for each hook that failed.
 failures: list[tuple[str, BaseException]] = []
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.RLock()
+
+
+# os.fork() copies only the forking thread: held across fork(), the lock guarantees no other
+# thread was half way through registering a hook (hook listed, finder not yet installed), and
+# the child gets a fresh lock that nobody holds.
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork()
+    os.register_at_fork(
+        before=lambda: _lock.acquire(),
+        after_in_parent=lambda: _lock.release(),
+        after_in_child=_after_fork_in_child,
+    )
 
 
 def _run(name: str, module: ModuleType) -> None:
