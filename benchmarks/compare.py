@@ -105,6 +105,17 @@ def _decorate(factory: Callable[[], Any], fn: Callable[[], Any]) -> Callable[[],
         return None
 
 
+# decimal.localcontext(prec=5) is Python 3.11+; on 3.10 the same scope takes a Context built first.
+DECIMAL_SCOPE = (
+    "decimal.localcontext(prec=5)" if sys.version_info >= (3, 11) else "decimal.localcontext(decimal.Context(prec=5))"
+)
+
+
+def decimal_scope() -> Any:
+    if sys.version_info >= (3, 11):
+        return decimal.localcontext(prec=5)
+    return decimal.localcontext(decimal.Context(prec=5))
+
 def time_rows(quick: bool, torch: Any, np: Any, jax: Any, notes: dict[str, str]) -> list[Row]:
     """Reads, scopes and decorated calls: timeit medians over interleaved rounds."""
     var: contextvars.ContextVar[int] = contextvars.ContextVar("bench", default=0)
@@ -142,7 +153,7 @@ def time_rows(quick: bool, torch: Any, np: Any, jax: Any, notes: dict[str, str])
         "with torch.backends.cudnn.flags(deterministic=True):\n    pass" if torch else None, notes["torch"])
     add("scope", 'scope numpy.errstate(all="ignore")',
         'with np.errstate(all="ignore"):\n    pass' if np else None, notes["numpy"])
-    add("scope", "scope decimal.localcontext(prec=5)", "with decimal.localcontext(prec=5):\n    pass")
+    add("scope", "scope decimal.localcontext(prec=5)", f"with {DECIMAL_SCOPE}:\n    pass")
     add("scope", 'scope jax.default_matmul_precision("float32")',
         'with jax.default_matmul_precision("float32"):\n    pass' if jax else None, notes["jax"])
     add("scope", "scope bare ContextVar.set()+reset()", "var.reset(var.set(1))")
@@ -152,7 +163,7 @@ def time_rows(quick: bool, torch: Any, np: Any, jax: Any, notes: dict[str, str])
         ("torch", torch, lambda: torch.backends.cudnn.flags(deterministic=True),
          "call through @torch.backends.cudnn.flags(deterministic=True)"),
         ("numpy", np, lambda: np.errstate(all="ignore"), 'call through @numpy.errstate(all="ignore")'),
-        ("decimal", decimal, lambda: decimal.localcontext(prec=5), "call through @decimal.localcontext(prec=5)"),
+        ("decimal", decimal, decimal_scope, "call through @decimal.localcontext(prec=5)"),
         ("jax", jax, lambda: jax.default_matmul_precision("float32"),
          'call through @jax.default_matmul_precision("float32")'),
     ]
@@ -257,7 +268,7 @@ def memory_rows(quick: bool, np: Any, notes: dict[str, str]) -> list[Row]:
             await event.wait()
 
     async def localcontext(event: asyncio.Event) -> None:
-        with decimal.localcontext(prec=5):
+        with decimal_scope():
             await event.wait()
 
     async def bare(event: asyncio.Event) -> None:
