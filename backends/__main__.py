@@ -23,6 +23,7 @@ from typing import Any
 import backends
 from backends._engine import environment
 from backends._engine.errors import brief
+from backends._engine.scope import flags as flags_of  # backends.flags, for a mapping built at run time
 from backends.availability import cpu
 
 #: One self-check result: (what was checked, passed, detail).
@@ -232,7 +233,7 @@ def _threads(baseline: Values, defaults: Values, work: _Matmuls) -> list[str]:
             if start not in (defaults, baseline):  # inherit the context, from the caller's flags)
                 problems.append(f"thread {i}: started with {start}")
             expected = {**start, "cudnn.benchmark": True, **own}
-            with shared, backends.flags(own):
+            with shared, flags_of(own):
                 _expect(problems, f"thread {i}, inside its scope", expected)
                 work.run(i, f"thread {i}")
                 barrier.wait()  # every thread is inside its scope now; the main thread reads
@@ -288,7 +289,7 @@ def _tasks(baseline: Values, work: _Matmuls) -> list[str]:
                 "cuda.matmul.allow_fp16_reduced_precision_reduction": i % 5 == 0,
                 "cuda.cufft_plan_cache.max_size": 1000 + i,
             }
-            scope = backends.flags(own)
+            scope = flags_of(own)
             try:
                 if i % 2:
                     async with scope:

@@ -43,6 +43,7 @@ def test_the_site_builds_strictly_with_every_page(site: Path) -> None:
     "name",
     [
         "backends.flags",
+        "backends.FlagValues",
         "backends.Scope",
         "backends.Snapshot",
         "backends.snapshot",

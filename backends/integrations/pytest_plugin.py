@@ -41,6 +41,7 @@ import pytest
 import backends
 from backends._engine import environment, state
 from backends._engine.errors import unknown_name
+from backends._engine.scope import flags as flags_of  # backends.flags, for a mapping built at run time
 from backends._engine.state import SavedDefaults, assign, check_mapping, restore_defaults, save_defaults, set_frozen
 from backends._engine.table import FLAGS, NAMES, VIEWS, Flag, View
 
@@ -446,7 +447,7 @@ def _backends_marker(request: pytest.FixtureRequest) -> Iterator[None]:
     __tracebackhide__ = True
     try:
         marked = _marker_flags(request.node)
-        scope = backends.flags(marked) if marked else None
+        scope = flags_of(marked) if marked else None
         problem = None
     except (TypeError, ValueError, KeyError) as error:
         problem = f"@pytest.mark.backends: {type(error).__name__}: {error}"

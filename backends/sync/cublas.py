@@ -104,7 +104,7 @@ _has_tf32: dict[int, bool] = {}
 _mine = threading.local()
 _set_math_mode: Callable[[int, int], None] | None = None
 _runtime: Any = None  # cupy_backends.cuda.api.runtime
-hip = False  #: whether the installed CuPy is a ROCm/HIP build (then nothing is wrapped)
+hip: bool = False  #: whether the installed CuPy is a ROCm/HIP build (then nothing is wrapped)
 
 
 def modes(tf32_possible: bool = True) -> tuple[tuple[int, int], bool]:

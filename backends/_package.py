@@ -1,0 +1,187 @@
+"""The ``backends`` package's own names: ``backends/__init__.py`` re-exports them.
+
+They live here, not in ``__init__.py``, because type checkers read the generated stub
+``backends/__init__.pyi`` instead of ``__init__.py``: code in this module is still checked by
+``mypy --strict backends``, and ``tests/test_typing.py`` checks that the stub declares exactly
+the names this module gives the package.
+"""
+
+from __future__ import annotations
+
+import sys as _sys
+from types import ModuleType as _ModuleType
+
+# `X as X`: re-exported (the package, and its stub __init__.pyi, import them from here).
+from ._engine.errors import UnknownFlagError as UnknownFlagError
+from ._engine.scope import Bound as Bound
+from ._engine.scope import Scope as Scope
+from ._engine.scope import Snapshot as Snapshot
+from ._engine.scope import bind as bind
+from ._engine.scope import flags as flags
+from ._engine.scope import snapshot as snapshot
+from ._engine.state import FlagRow as FlagRow
+from ._engine.state import describe as _describe
+from ._engine.state import is_frozen as _is_frozen
+from ._engine.state import reset_defaults as reset_defaults
+from ._engine.state import set_defaults as set_defaults
+from ._engine.state import set_frozen as _set_frozen
+from ._engine.table import FLAGS as FLAGS
+from ._engine.table import Flag as Flag  # public, but not in ALL (below)
+from ._namespaces import cuda as cuda
+from ._namespaces import cudnn as cudnn
+from ._namespaces import mkl as mkl
+from ._namespaces import mkldnn as mkldnn
+from ._namespaces import mps as mps
+from ._namespaces import openmp as openmp
+from .sync import install_hooks as _install_hooks
+from .sync import sync as sync  # public, but not in ALL (below)
+
+_PACKAGE = __name__.rpartition(".")[0]  # "backends": being imported, already in sys.modules
+
+# The package's __all__: what `from backends import *` binds. Public names the standard library
+# also exports are left out, as is trio (an optional dependency: a star import would fail without
+# it), so a star import never replaces a user's own `asyncio`, `threading.Thread`, `ThreadPoolExecutor`,
+# `enum.Flag` or `os.sync`: backends.asyncio, backends.trio, backends.Thread,
+# backends.ThreadPoolExecutor, backends.Flag and backends.sync stay attributes.
+ALL = [
+    "FLAGS", "Bound", "FlagRow", "FlagValues", "Scope", "Snapshot", "UnknownFlagError",
+    "bind", "cuda", "cudnn", "describe", "deterministic", "disable_global_flags",
+    "enable_global_flags", "flags", "flags_frozen", "mkl", "mkldnn", "mps", "openmp",
+    "reset_defaults", "set_defaults", "snapshot", "run_in_executor",
+]
+_NOT_STARRED = ("Flag", "sync", "asyncio", "trio", "ThreadPoolExecutor", "Thread")
+
+_install_hooks()  # wraps CuPy's launch points when (or if already) CuPy imports them
+
+# `import backends.cudnn` and `from backends.cuda import matmul` work like torch's modules.
+for _ns in (cudnn, cudnn.conv, cuda, cuda.matmul, cuda.cufft_plan_cache, mps, mkl, mkldnn, openmp):
+    _sys.modules[_ns.__name__] = _ns
+del _ns
+
+_DETERMINISTIC = Scope(
+    {
+        "cudnn.deterministic": True,
+        "cudnn.benchmark": False,
+        "cudnn.allow_tf32": False,
+        "cuda.matmul.allow_tf32": False,
+        "cuda.matmul.allow_fp16_reduced_precision_reduction": False,
+        "cuda.matmul.allow_bf16_reduced_precision_reduction": False,
+    },
+    "backends.deterministic()",
+)
+
+
+def deterministic(*args: object) -> Scope:
+    """A scope for bitwise-reproducible work: ``cudnn.deterministic=True``,
+    ``cudnn.benchmark=False``, both ``allow_tf32`` flags and both
+    reduced-precision-reduction flags ``False``. Other flags are untouched.
+    Takes no arguments (``TypeError`` otherwise)."""
+    if args:
+        raise TypeError(
+            "backends.deterministic() takes no arguments; as a decorator write "
+            "@backends.deterministic() with parentheses"
+        )
+    return _DETERMINISTIC
+
+
+def describe() -> list[FlagRow]:
+    """One row per flag: dotted ``name``, effective ``value`` in the current context,
+    and its ``source``: ``"default"``, ``"environment"``, ``"process default"`` or ``"scope"``."""
+    return _describe()
+
+
+def disable_global_flags() -> None:
+    """Freeze bare assignment outside a scope, process-wide (torch's name): it then
+    raises ``RuntimeError`` naming the ``flags(`` scope to use. Assignment inside a
+    scope and ``set_defaults()`` still work."""
+    _set_frozen(True)
+
+
+def enable_global_flags() -> None:
+    """Undo ``disable_global_flags()`` (torch's name), process-wide."""
+    _set_frozen(False)
+
+
+def flags_frozen() -> bool:
+    """Whether ``disable_global_flags()`` is in force (torch's name)."""
+    return _is_frozen()
+
+
+_LAZY = {
+    # name -> (module, attribute or None for the module itself): imported on first use,
+    # so `import backends` does not import asyncio, trio or concurrent.futures.
+    "asyncio": ("backends.integrations.asyncio", None),
+    "trio": ("backends.integrations.trio", None),
+    "ThreadPoolExecutor": ("backends.integrations.executors", "ThreadPoolExecutor"),
+    "Thread": ("backends.integrations.executors", "Thread"),
+    "run_in_executor": ("backends.integrations.executors", "run_in_executor"),
+    "FlagValues": ("backends._flagvalues", "FlagValues"),
+}
+
+
+def package_getattr(name: str) -> object:
+    # The package's __getattr__ (PEP 562; __init__.py binds it under that name): only called for
+    # names the package does not have. (Not this module's: backends._package has no lazy names.)
+    name = str.__str__(name)  # a plain str: a subclass's own methods never run
+    if name in _LAZY:
+        import importlib
+
+        module_name, attribute = _LAZY[name]
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as error:
+            # An AttributeError, so hasattr(), help(backends) and dir()-walkers skip a name
+            # whose optional dependency is missing; `from backends import trio` still raises
+            # ImportError (Python turns the AttributeError into one).
+            needs = error.name or "a module"
+            raise AttributeError(f"backends.{name} needs {needs}, which does not import: {error}") from error
+        value = module if attribute is None else getattr(module, attribute)
+        vars(_sys.modules[_PACKAGE])[name] = value  # the next look-up finds it there
+        return value
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise _unknown(name)
+
+
+def package_dir() -> list[str]:
+    """The package's ``__dir__`` (``__init__.py`` binds it under that name)."""
+    return sorted({*ALL, *_NOT_STARRED, "__version__"})
+
+
+def _unknown(name: str, assigning: bool = False) -> UnknownFlagError:
+    """The error for reading (or assigning) a name ``backends`` does not have: why, where torch
+    has it and this project does not scope it, else the closest public name."""
+    from ._engine.errors import did_you_mean, not_scoped
+
+    hint = not_scoped(name)
+    if not hint:
+        hint = did_you_mean(name, package_dir())
+        if assigning:
+            hint += " (flags are assigned on their namespace, e.g. backends.cudnn.benchmark = True)"
+    return UnknownFlagError(f"module 'backends' has no attribute {name!r}{' to assign' if assigning else ''}{hint}")
+
+
+class _Package(_ModuleType):
+    """``backends`` itself: assigning a name it does not have (``backends.cudnn_benchmark =
+    True``) raises ``AttributeError`` instead of silently creating it."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Pickle by reference, as a plain module would be (cloudpickle, Dask).
+        import importlib
+
+        return (importlib.import_module, (self.__name__,))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        name = str.__str__(name)
+        if name.startswith("_") or name in self.__dict__ or isinstance(value, _ModuleType):
+            super().__setattr__(name, value)  # private names, monkeypatching, submodule imports
+            return
+        raise _unknown(name, assigning=True)
+
+
+# Defined here, public as the package's: named as before (repr, pickling by reference, help()).
+for _defined in (deterministic, describe, disable_global_flags, enable_global_flags, flags_frozen):
+    _defined.__module__ = _PACKAGE
+del _defined
+
+_sys.modules[_PACKAGE].__class__ = _Package
