@@ -2,7 +2,7 @@
 
 Every flag is read from the current thread's and asyncio/trio task's context:
 an override made in a scope is seen only there, and assignment outside any
-scope sets the process default. See ``CONTRACT.md`` and the docs.
+scope sets the process default. See the contract page, ``docs/contract.md``, and the docs.
 """
 
 # Only names here: they are defined in _package.py, which mypy checks. Type checkers read the

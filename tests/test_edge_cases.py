@@ -84,7 +84,7 @@ def test_assigning_an_unknown_top_level_name_is_refused() -> None:
 
 
 def test_a_misspelt_environment_variable_is_ignored_at_import_and_listed_by_the_report() -> None:
-    # CONTRACT section 7: a BACKENDS_* name that is no flag's variable never breaks the import
+    # contract section 7 (docs/contract.md): a BACKENDS_* name that is no flag's variable never breaks the import
     # (it used to raise ValueError here); `python -m backends` lists it with a did-you-mean.
     env = {**os.environ, "BACKENDS_CUDNN_DETERMINSTIC": "1"}
     done = subprocess.run(

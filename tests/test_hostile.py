@@ -13,7 +13,7 @@ int and str) and objects whose ``__eq__``, ``__hash__``, ``__bool__``, ``__index
   value the contract gives it (``numpy.bool_(True)`` is ``True``, an ``int``
   subclass is a plain ``int``), and changes exactly that flag, where it should.
 
-The expected outcome of every call comes from an oracle written from CONTRACT.md
+The expected outcome of every call comes from an oracle written from the contract page (docs/contract.md)
 (sections 1 to 4, 7 and 8), not from the library's own checks.
 
 Hostile objects are *armed* only while backends is being called (``attempt``), so
@@ -64,7 +64,7 @@ SETTINGS = settings(
 
 FLAGS = {flag.name: flag for flag in backends.FLAGS}
 NAMES = tuple(FLAGS)
-#: Derived views (CONTRACT section 1): view name -> the bool flag it spells as "tf32"/"ieee".
+#: Derived views (contract section 1): view name -> the bool flag it spells as "tf32"/"ieee".
 VIEWS = {"cuda.matmul.fp32_precision": "cuda.matmul.allow_tf32", "cudnn.conv.fp32_precision": "cudnn.allow_tf32"}
 CHOICES = ("default", "cusolver", "magma")
 ENV_VARS = {"BACKENDS_" + name.upper().replace(".", "_"): name for name in NAMES}
@@ -478,7 +478,7 @@ WHERE = st.sampled_from(["process", "scope", "frozen process", "frozen scope"])
 
 
 def verdict(name: str, value: object) -> tuple[type[Exception] | None, object]:
-    """CONTRACT section 1: ``(None, plain value)`` if flag ``name`` takes ``value``, else the error type."""
+    """contract section 1: ``(None, plain value)`` if flag ``name`` takes ``value``, else the error type."""
     flag, kind = FLAGS[name], type(value)
     if flag.type is bool:
         if kind is bool or kind is numpy.bool_:
@@ -510,7 +510,7 @@ class Verdict(NamedTuple):
 
 
 def mapping_verdict(mapping: object, *, complete: bool = False, what: str = "mapping") -> Verdict:
-    """CONTRACT sections 1 to 4 for ``backends.flags(mapping)`` and friends."""
+    """contract sections 1 to 4 for ``backends.flags(mapping)`` and friends."""
     if not isinstance(mapping, Mapping):
         return Verdict(frozenset({TypeError}), {}, False)
     problems: set[type[Exception]] = set()
@@ -694,7 +694,7 @@ def test_assigning_junk_to_any_flag_or_view(target: Target, value: object, where
         before = observe()
         problem, plain = view_verdict(target.label, value) if target.view else verdict(target.flag, value)
         if problem is None and frozen and not in_scope:
-            problem = RuntimeError  # CONTRACT section 5
+            problem = RuntimeError  # contract section 5
         assign = lambda: setattr(target.namespace, target.attribute, value)  # noqa: E731
         _, error = attempt(assign, (TypeError, ValueError, RuntimeError))
         problems = frozenset({problem} if problem else ())
@@ -917,7 +917,7 @@ def test_cufft_plan_cache_with_junk(device: object, value: object) -> None:
     cuda = backends.cuda.is_available()
     with situation("process"):
         before = observe()
-        # CONTRACT section 8: without CUDA, [device] raises RuntimeError (TypeError for a
+        # contract section 8: without CUDA, [device] raises RuntimeError (TypeError for a
         # non-int device is fine too); with CUDA, TypeError or IndexError.
         documented = (TypeError, IndexError) if cuda else (RuntimeError, TypeError)
         _, error = attempt(lambda: cache[device], documented)  # type: ignore[index]
@@ -957,7 +957,7 @@ junk_names = named("junk_names", st.one_of(
 )
 def test_getattr_and_setattr_of_junk_names_on_namespaces(namespace: Any, name: str, value: object) -> None:
     """Reading an unknown attribute raises AttributeError; assigning one raises AttributeError
-    and creates nothing (CONTRACT section 2). Names starting with "_" may be monkeypatched."""
+    and creates nothing (contract section 2). Names starting with "_" may be monkeypatched."""
     name, value = real(name), real(value)
     if isinstance(value, ModuleType):  # `backends` takes modules: the import system sets submodules so
         value = object()
@@ -1160,7 +1160,7 @@ def test_hostile_str_keywords_get_a_documented_error(prefix: str, keyword: str) 
 
 def test_plan_cache_index_with_a_hostile_repr_raises_runtime_error_without_cuda() -> None:
     """Found: ``cufft_plan_cache[device]`` formats ``repr(device)`` before checking CUDA,
-    so a device whose ``__repr__`` raises leaks that exception (CONTRACT section 8:
+    so a device whose ``__repr__`` raises leaks that exception (contract section 8:
     RuntimeError without CUDA)."""
     if backends.cuda.is_available():
         pytest.skip("the no-CUDA path")
@@ -1173,7 +1173,7 @@ def test_plan_cache_index_with_a_hostile_repr_raises_runtime_error_without_cuda(
 def test_a_class_calling_itself_numpy_bool_is_not_numpy_bool() -> None:
     """Found: bool flags recognise ``numpy.bool_`` by ``__module__``/``__name__``, so any class
     named ``numpy.bool_`` is let in and its ``__bool__`` called: a raising one leaks (and a
-    truthy one sets the flag although CONTRACT section 1 takes only bool and numpy.bool_)."""
+    truthy one sets the flag although contract section 1 takes only bool and numpy.bool_)."""
     spoof = type("bool_", (), {"__module__": "numpy", "__bool__": _raise_sabotage})()
     before = observe()
     _, error = attempt(lambda: setattr(backends.cudnn, "deterministic", spoof), (TypeError,))
@@ -1184,7 +1184,7 @@ def test_a_class_calling_itself_numpy_bool_is_not_numpy_bool() -> None:
 def test_assigning_a_name_that_cannot_be_read_raises_attribute_error() -> None:
     """Found: ``backends.cudnn.mro = 1`` succeeds (``hasattr(type(ns), "mro")`` sees the
     metaclass's method) although reading ``backends.cudnn.mro`` raises AttributeError:
-    CONTRACT section 2 says assigning an unknown attribute raises AttributeError."""
+    contract section 2 says assigning an unknown attribute raises AttributeError."""
     namespace = backends.cudnn
     with pytest.raises(AttributeError):
         namespace.mro  # noqa: B018

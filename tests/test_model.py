@@ -1,7 +1,7 @@
 """A reference model of the contract, and property tests that drive the real library
 and the model side by side (issue 5, item 1).
 
-The model is deliberately simple (CONTRACT.md sections 1 to 5):
+The model is deliberately simple (docs/contract.md, sections 1 to 5):
 
 * one ``Process``: the process defaults with their ``describe()`` sources, and the freeze;
 * one ``Model`` per context: a stack of scope entries, each holding every override
