@@ -115,3 +115,21 @@ def test_compare_quick_prints_ours_beside_the_others_and_skips_what_is_missing(s
                for line in lines)
     after = docs.read_bytes() if docs.exists() else None
     assert after == before, "--quick must not rewrite docs/benchmarks.md"
+
+
+def test_bench_server_quick_prints_both_variants_and_their_difference() -> None:
+    pytest.importorskip("starlette")
+    pytest.importorskip("uvicorn")
+    pytest.importorskip("numpy")
+    result = subprocess.run(
+        [sys.executable, "benchmarks/bench_server.py", "--quick"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    for row in ("per-request scope (as shipped)", "no scope (request_scope a no-op)"):
+        line = next((line for line in lines if line.startswith(row)), None)
+        assert line is not None, f"no {row!r} row in:\n{result.stdout}"
+        assert "requests/s" in line and " p50 " in line and " p99 " in line and line.endswith(" ms"), line
+    assert any(line.startswith("difference, scoped vs unscoped: requests/s ") for line in lines), result.stdout
+    assert "loopback" in result.stdout

@@ -1,6 +1,10 @@
 """Start the inference server on 127.0.0.1.
 
     python examples/inference_server/serve.py [--port 8000]
+
+Settings come from the environment: INFERENCE_MAX_BODY_BYTES (default 1 MiB),
+INFERENCE_MAX_ELEMENTS (default 1,000,000 per matrix and per product) and INFERENCE_BACKEND
+(auto, numpy or cupy). docs/inference-server.md describes the endpoints and the errors.
 """
 
 from __future__ import annotations
