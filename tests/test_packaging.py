@@ -84,8 +84,8 @@ def install_pages() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "examples").rglob("*"))]
 
 
-#: `pip install backends`, `pip install 'backends[cpu]'`, `pip install -U backends` ...: the package
-#: index's `backends` is another project.
+#: An install of the bare name (with or without -U, quotes or extras): the package index's
+#: distribution of that name is another project.
 WRONG_INSTALL = re.compile(r"""pip3?\s+install\s+(?:-\S+\s+)*["']?backends(?![\w-])""")
 #: `backends[cuda12]` and the other extras, anywhere (`scoped-backends[cuda12]` is right).
 WRONG_EXTRA = re.compile(r"(?<![\w.-])backends\[(cpu|cuda\d+|test|docs|server|bench)\]")
