@@ -1,8 +1,12 @@
-"""Every ```python block in the docs and the README runs, in order, one namespace per page."""
+"""Every ```python block in the docs and the README runs as pasted: each as a script of its own,
+in a fresh interpreter (as ``__main__``, so a ``spawn`` pool's guard is exercised too)."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,17 +25,24 @@ def _blocks(page: Path) -> list[str]:
     return BLOCK.findall(page.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
-def test_python_blocks_on_the_page_run(page: Path) -> None:
-    namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
-    for index, block in enumerate(_blocks(page)):
-        if TEST_FILE.match(block):
-            continue  # a pytest file: run by the test below
-        code = compile(block, f"{page.name} block {index + 1}", "exec")
-        try:
-            exec(code, namespace)
-        finally:
-            backends.reset_defaults()
+SCRIPTS = [
+    (page, index + 1, block)
+    for page in PAGES
+    for index, block in enumerate(_blocks(page))
+    if not TEST_FILE.match(block)  # a pytest file: run by the test below
+]
+
+
+@pytest.mark.parametrize(("page", "number", "block"), SCRIPTS, ids=[f"{p.name}-{n}" for p, n, _ in SCRIPTS])
+def test_each_python_block_runs_as_a_script_of_its_own(page: Path, number: int, block: str, tmp_path: Path) -> None:
+    script = tmp_path / f"{page.stem}_block_{number}.py"
+    script.write_text(block, encoding="utf-8")
+    environ = {key: value for key, value in os.environ.items() if not key.startswith(("BACKENDS_", "CUPY_"))}
+    done = subprocess.run(
+        [sys.executable, "-W", "error", str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, f"{page.name} block {number} fails as a script:\n{done.stderr}"
 
 
 def test_the_flag_reference_page_is_generated_from_the_table() -> None:
