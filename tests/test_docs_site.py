@@ -72,3 +72,24 @@ def test_the_site_builds_strictly_with_every_page(site: Path) -> None:
 def test_the_api_reference_documents(site: Path, name: str) -> None:
     html = (site / "api" / "index.html").read_text(encoding="utf-8")
     assert f'id="{name}"' in html, f"{name} missing from the API reference"
+
+
+def test_search_finds_every_flag_by_its_name_and_its_dotted_name(site: Path) -> None:
+    import json
+    import re
+
+    import backends
+
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    separator = re.compile(index["config"]["separator"])
+    tokens: set[str] = set()
+    for doc in index["docs"]:
+        text = re.sub(r"<[^>]+>", " ", f"{doc['title']} {doc['text']}").lower()
+        tokens.update(filter(None, separator.split(text)))
+    for flag in backends.FLAGS:
+        # What a reader types: the attribute name, or the dotted name; the search splits the
+        # query with the same separator, so every piece must be an indexed token.
+        for query in (flag.name.rpartition(".")[2], flag.name, f"backends.{flag.name}"):
+            pieces = [piece for piece in separator.split(query.lower()) if piece]
+            assert pieces and set(pieces) <= tokens, (query, set(pieces) - tokens)
+    assert separator.split("cudnn.benchmark_limit") == ["cudnn", "benchmark", "limit"]
