@@ -3,7 +3,7 @@
 Prints, for this machine and in one run, the median cost of a flag read, a scope built, entered
 and exited, a reused scope, a call through a decorated function and ``import backends``, each with
 its ratio to a bare ``ContextVar`` operation (or plain call) measured in the same run, and the
-targets of issue 8 with "met" or "MISSED". Ratios matter more than absolute numbers: they travel
+speed targets with "met" or "MISSED". Ratios matter more than absolute numbers: they travel
 between machines. Timings include timeit's loop overhead (shown as its own row), so they err high.
 
     python benchmarks/bench_core.py           # full run (about half a minute)

@@ -15,7 +15,7 @@ skips installed ones too (to check the script as CI sees it).
     python benchmarks/compare.py --quick   # few iterations, prints only (a smoke test for CI)
     python benchmarks/compare.py --quick --output DIR   # also writes DIR/benchmarks.md and .png
 
-The exit status is 0 whether or not the targets of issue 6 are met; it is a report, not a test.
+The exit status is 0 whether or not the targets are met; it is a report, not a test.
 """
 
 from __future__ import annotations
@@ -442,7 +442,7 @@ def write_docs(out: Path, table: list[str], verdicts: list[tuple[str, str, bool 
     ]
     if png:
         lines += ["![build+enter+exit and read times, log scale](benchmarks.png)", ""]
-    lines += ["## Targets (issue 6)", "", "| target | measured | verdict |", "|---|---|---|"]
+    lines += ["## Targets", "", "| target | measured | verdict |", "|---|---|---|"]
     for t, m, ok in verdicts:
         lines.append(f"| {t} | {m} | {'met' if ok else 'MISSED' if ok is False else 'not measured'} |")
     lines.append("")
