@@ -56,10 +56,6 @@ def test_the_site_builds_strictly_with_every_page(site: Path) -> None:
         "backends.enable_global_flags",
         "backends.flags_frozen",
         "backends.sync.sync",
-        "backends._namespaces.Cudnn",
-        "backends._namespaces.Cuda",
-        "backends._namespaces.Matmul",
-        "backends._namespaces.PlanCache",
         "backends.integrations.executors.ThreadPoolExecutor",
         "backends.integrations.executors.Thread",
         "backends.integrations.executors.run_in_executor",
@@ -72,6 +68,26 @@ def test_the_site_builds_strictly_with_every_page(site: Path) -> None:
 def test_the_api_reference_documents(site: Path, name: str) -> None:
     html = (site / "api" / "index.html").read_text(encoding="utf-8")
     assert f'id="{name}"' in html, f"{name} missing from the API reference"
+
+
+def test_the_api_reference_documents_the_namespaces_as_users_see_them(site: Path) -> None:
+    import html as html_module
+    import re
+
+    import backends
+
+    page = (site / "api" / "index.html").read_text(encoding="utf-8")
+    text = re.sub(r"\s+", " ", html_module.unescape(re.sub(r"<[^>]+>", " ", page)))
+    for heading in ("backends.cudnn", "backends.cudnn.conv", "backends.cuda", "backends.cuda.matmul",
+                    "backends.cuda.cufft_plan_cache"):
+        assert f" {heading} ¶" in text, f"no section for {heading}"
+    for flag in backends.FLAGS:
+        attribute = flag.name.rpartition(".")[2]
+        if flag.name != "cuda.preferred_linalg_library":  # torch spells that one as a function
+            assert f" {attribute} : {flag.type.__name__} " in text, f"{flag.name} is not documented with its type"
+    assert " fp32_precision : " in text  # the views of cudnn.conv and cuda.matmul
+    assert "enabled : bool | None = None" in text  # cudnn.flags(...) with its keywords
+    assert "backends._namespaces" not in text and "backends._types" not in text  # no private paths shown
 
 
 def test_search_finds_every_flag_by_its_name_and_its_dotted_name(site: Path) -> None:
