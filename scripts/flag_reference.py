@@ -16,6 +16,24 @@ from backends._engine.table import FLAGS, VIEWS
 TARGET = Path(__file__).resolve().parent.parent / "docs" / "flags.md"
 
 
+def breakable(identifier: str) -> str:
+    """``identifier`` as inline HTML code that a narrow screen may wrap only after a ``.`` or
+    ``_`` (``<wbr>``), never in the middle of a word."""
+    for mark in (".", "_"):
+        identifier = identifier.replace(mark, mark + "<wbr>")
+    return f"<code>{identifier}</code>"
+
+
+def spelled(flag: object) -> str:
+    """The flag as code, wrappable at ``.`` and ``_``; torch spells one of them as a function."""
+    code = breakable(f"backends.{flag.name}")  # type: ignore[attr-defined]
+    return code.replace("</code>", "(...)</code>") if flag.spelling == "function" else code  # type: ignore[attr-defined]
+
+
+def anchor(flag: object) -> str:
+    return flag.name.replace(".", "-").replace("_", "-")  # type: ignore[attr-defined]
+
+
 def render() -> str:
     lines = [
         "# Flag reference",
@@ -25,17 +43,30 @@ def render() -> str:
         "Every flag, its type and default, the environment variable that sets its built-in default,",
         "and what the sync layer pushes it into. Attribute spellings match `torch.backends`.",
         "",
-        "| flag | allowed values | default | environment variable | pushed into |",
-        "|---|---|---|---|---|",
+        '<div class="flag-reference" markdown>',
+        "",
+        "| flag | default |",
+        "|---|---|",
     ]
     for flag in FLAGS:
-        spelled = (
-            f"`backends.{flag.name}(...)`" if flag.spelling == "function" else f"`backends.{flag.name}`"
-        )
-        lines.append(
-            f"| {spelled} | {flag.allowed} | `{flag.default!r}` | `{flag.env_var}` | {flag.pushed_into} |"
-        )
+        lines.append(f"| [{spelled(flag)}](#{anchor(flag)}) | `{flag.default!r}` |")
+    for flag in FLAGS:
+        lines += [
+            "",
+            f"## {spelled(flag)} {{#{anchor(flag)}}}",
+            "",
+            flag.doc,
+            "",
+            f"- **Takes:** {flag.allowed}",
+            f"- **Default:** `{flag.default!r}`",
+            f"- **Environment variable:** {breakable(flag.env_var)}",
+            f"- **Pushed into:** {flag.pushed_into}",
+        ]
     lines += [
+        "",
+        "</div>",
+        "",
+        "## Environment variables",
         "",
         "`CUPY_TF32=1` (CuPy's own variable) also sets `cuda.matmul.allow_tf32`'s default, unless",
         "`BACKENDS_CUDA_MATMUL_ALLOW_TF32` is set. Booleans take `1/0/true/false/yes/no/on/off` in any case;",

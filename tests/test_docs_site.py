@@ -109,3 +109,18 @@ def test_search_finds_every_flag_by_its_name_and_its_dotted_name(site: Path) -> 
             pieces = [piece for piece in separator.split(query.lower()) if piece]
             assert pieces and set(pieces) <= tokens, (query, set(pieces) - tokens)
     assert separator.split("cudnn.benchmark_limit") == ["cudnn", "benchmark", "limit"]
+
+
+def test_the_flag_reference_has_one_anchor_per_flag_and_breaks_identifiers_only_at_dots_and_underscores(
+    site: Path,
+) -> None:
+    import re
+
+    import backends
+
+    page = (site / "flags" / "index.html").read_text(encoding="utf-8")
+    for flag in backends.FLAGS:
+        anchor = flag.name.replace(".", "-").replace("_", "-")
+        assert page.count(f'id="{anchor}"') == 1, flag.name
+    for code in re.findall(r"<code>([^<]*(?:<wbr>[^<]*)+)</code>", page):  # every wrappable identifier
+        assert all(piece.endswith((".", "_")) for piece in code.split("<wbr>")[:-1]), code
