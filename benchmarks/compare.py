@@ -307,8 +307,23 @@ def memory_rows(quick: bool, np: Any, notes: dict[str, str]) -> list[Row]:
     return rows
 
 
+HEADER = ("measurement", "median", "spread (min - max)", "x ours")
+
+
 def render(rows: list[Row]) -> list[str]:
-    header = ("measurement", "median", "spread (min - max)", "x ours")
+    """The table as aligned text, for the terminal."""
+    table = cells(rows)
+    widths = [max(len(r[i]) for r in [HEADER, *table]) for i in range(4)]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [HEADER, *table]]
+
+
+def markdown(rows: list[Row]) -> list[str]:
+    """The table as a Markdown table, for docs/benchmarks.md."""
+    lines = ["| " + " | ".join(HEADER) + " |", "|---|--:|--:|--:|"]
+    return lines + ["| " + " | ".join(row) + " |" for row in cells(rows)]
+
+
+def cells(rows: list[Row]) -> list[tuple[str, str, str, str]]:
     groups: dict[str, list[Row]] = {}
     for row in rows:
         groups.setdefault(row.group, []).append(row)
@@ -322,8 +337,7 @@ def render(rows: list[Row]) -> list[str]:
             else:
                 ours = next((r for r in group_rows if f"({OURS})" in r.name), None)
             table.append(row.cells(ours))
-    widths = [max(len(r[i]) for r in [header, *table]) for i in range(4)]
-    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *table]]
+    return table
 
 
 def targets(rows: list[Row]) -> list[tuple[str, str, bool | None]]:
@@ -435,9 +449,7 @@ def write_docs(out: Path, table: list[str], verdicts: list[tuple[str, str, bool 
         f"- Versions: {header}",
         *[f"- {note}" for note in notes],
         "",
-        "```text",
         *table,
-        "```",
         "",
     ]
     if png:
@@ -490,6 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.perf_counter() - started
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
+        table = markdown(rows)
         png = plot(rows, out / "benchmarks.png")
         if not png:
             print("note: matplotlib not installed, no chart written")
