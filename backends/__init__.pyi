@@ -13,16 +13,20 @@ from backends._flagvalues import FlagValues as FlagValues
 from backends._package import FLAGS as FLAGS
 from backends._package import Flag as Flag
 from backends._package import FlagRow as FlagRow
+from backends._package import NondeterministicAlgorithmWarning as NondeterministicAlgorithmWarning
 from backends._package import Scope as Scope
 from backends._package import Snapshot as Snapshot
 from backends._package import UnknownFlagError as UnknownFlagError
+from backends._package import are_deterministic_algorithms_enabled as are_deterministic_algorithms_enabled
 from backends._package import describe as describe
 from backends._package import disable_global_flags as disable_global_flags
 from backends._package import enable_global_flags as enable_global_flags
 from backends._package import flags_frozen as flags_frozen
+from backends._package import is_deterministic_algorithms_warn_only_enabled as is_deterministic_algorithms_warn_only_enabled
 from backends._package import reset_defaults as reset_defaults
 from backends._package import snapshot as snapshot
 from backends._package import sync as sync
+from backends._package import use_deterministic_algorithms as use_deterministic_algorithms
 from backends.integrations import asyncio as asyncio
 from backends.integrations import trio as trio
 from backends.integrations.executors import Thread as Thread
@@ -32,9 +36,11 @@ from backends.integrations.executors import run_in_executor as run_in_executor
 __version__: str
 
 __all__ = [
-    "FLAGS", "Bound", "FlagRow", "FlagValues", "Scope", "Snapshot", "UnknownFlagError", "bind", "cuda", "cudnn",
-    "describe", "deterministic", "disable_global_flags", "enable_global_flags", "flags", "flags_frozen", "mkl",
-    "mkldnn", "mps", "openmp", "reset_defaults", "set_defaults", "snapshot", "run_in_executor"
+    "FLAGS", "Bound", "FlagRow", "FlagValues", "NondeterministicAlgorithmWarning", "Scope", "Snapshot",
+    "UnknownFlagError", "algorithms", "are_deterministic_algorithms_enabled", "bind", "cuda", "cudnn", "describe",
+    "deterministic", "disable_global_flags", "enable_global_flags", "flags", "flags_frozen",
+    "is_deterministic_algorithms_warn_only_enabled", "mkl", "mkldnn", "mps", "openmp", "reset_defaults",
+    "set_defaults", "snapshot", "run_in_executor", "use_deterministic_algorithms"
 ]
 
 _P = ParamSpec("_P")
@@ -88,9 +94,11 @@ def set_defaults(mapping: FlagValues) -> None:
 
 
 def deterministic() -> Scope:
-    """A scope for bitwise-reproducible work: ``cudnn.deterministic=True``,
-    ``cudnn.benchmark=False``, both ``allow_tf32`` flags and both
-    reduced-precision-reduction flags ``False``. Other flags are untouched.
+    """A scope for reproducible work: ``cudnn.deterministic=True``, ``cudnn.benchmark=False``,
+    both ``allow_tf32`` flags and both reduced-precision-reduction flags ``False``, and
+    ``algorithms.deterministic=True`` (CuPy operations known to vary from run to run raise;
+    ``algorithms.warn_only`` is left as it is). Other flags are untouched. What it cannot reach
+    (user kernels, ``a[idx] = v`` with duplicate indices) is listed in the docs' sync page.
     Takes no arguments (``TypeError`` otherwise)."""
     ...
 
@@ -99,6 +107,8 @@ def deterministic() -> Scope:
 # a package attribute that has exactly one declaration by the submodule stub backends/cudnn/, a
 # module, and pyright never checks assignments to a module's attributes. Declared twice, the name
 # keeps its type, the namespace class, and both checkers report a wrong-type assignment.
+algorithms: _types.Algorithms
+algorithms = ...  # declared twice on purpose: see the note above
 cuda: _types.Cuda
 cuda = ...  # declared twice on purpose: see the note above
 cudnn: _types.Cudnn

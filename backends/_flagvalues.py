@@ -21,6 +21,8 @@ FlagValues = TypedDict(
         "cuda.matmul.allow_bf16_reduced_precision_reduction": bool,
         "cuda.preferred_linalg_library": Literal["default", "cusolver", "magma"],
         "cuda.cufft_plan_cache.max_size": int,
+        "algorithms.deterministic": bool,
+        "algorithms.warn_only": bool,
     },
     total=False,
 )

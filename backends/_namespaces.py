@@ -168,6 +168,16 @@ class Cuda(Namespace):
         return cuda_info.is_available()
 
 
+class Algorithms(Namespace):
+    """``backends.algorithms``: torch's ``use_deterministic_algorithms`` switch as two scoped
+    flags, for CuPy. Where ``deterministic`` is on, CuPy operations whose results can vary from
+    run to run raise ``RuntimeError`` before launching (with ``warn_only``, warn
+    ``backends.NondeterministicAlgorithmWarning``), and float ``cumsum``/``cumprod`` take CuPy's
+    own deterministic scan."""
+
+    prefix = "algorithms"
+
+
 class Mps(Namespace):
     """``backends.mps``: Apple's Metal. CuPy and NumPy have no Metal backend, so both answer ``False``."""
 
@@ -220,6 +230,7 @@ class Openmp(Namespace):
 
 cudnn = Cudnn()
 cuda = Cuda()
+algorithms = Algorithms()
 mps = Mps()
 mkl = Mkl()
 mkldnn = Mkldnn()

@@ -20,13 +20,16 @@ from ._engine.scope import bind as bind
 from ._engine.scope import flags as flags
 from ._engine.scope import snapshot as snapshot
 from ._engine.state import FlagRow as FlagRow
+from ._engine.state import assign_checked as _assign_checked
 from ._engine.state import describe as _describe
 from ._engine.state import is_frozen as _is_frozen
+from ._engine.state import read as _read
 from ._engine.state import reset_defaults as reset_defaults
 from ._engine.state import set_defaults as set_defaults
 from ._engine.state import set_frozen as _set_frozen
 from ._engine.table import FLAGS as FLAGS
 from ._engine.table import Flag as Flag  # public, but not in ALL (below)
+from ._namespaces import algorithms as algorithms
 from ._namespaces import cuda as cuda
 from ._namespaces import cudnn as cudnn
 from ._namespaces import mkl as mkl
@@ -35,6 +38,7 @@ from ._namespaces import mps as mps
 from ._namespaces import openmp as openmp
 from .sync import install_hooks as _install_hooks
 from .sync import sync as sync  # public, but not in ALL (below)
+from .sync.nondeterministic import NondeterministicAlgorithmWarning as NondeterministicAlgorithmWarning
 
 _PACKAGE = __name__.rpartition(".")[0]  # "backends": being imported, already in sys.modules
 
@@ -44,17 +48,18 @@ _PACKAGE = __name__.rpartition(".")[0]  # "backends": being imported, already in
 # `enum.Flag` or `os.sync`: backends.asyncio, backends.trio, backends.Thread,
 # backends.ThreadPoolExecutor, backends.Flag and backends.sync stay attributes.
 ALL = [
-    "FLAGS", "Bound", "FlagRow", "FlagValues", "Scope", "Snapshot", "UnknownFlagError",
-    "bind", "cuda", "cudnn", "describe", "deterministic", "disable_global_flags",
-    "enable_global_flags", "flags", "flags_frozen", "mkl", "mkldnn", "mps", "openmp",
-    "reset_defaults", "set_defaults", "snapshot", "run_in_executor",
+    "FLAGS", "Bound", "FlagRow", "FlagValues", "NondeterministicAlgorithmWarning", "Scope", "Snapshot",
+    "UnknownFlagError", "algorithms", "are_deterministic_algorithms_enabled", "bind", "cuda", "cudnn",
+    "describe", "deterministic", "disable_global_flags", "enable_global_flags", "flags", "flags_frozen",
+    "is_deterministic_algorithms_warn_only_enabled", "mkl", "mkldnn", "mps", "openmp", "reset_defaults",
+    "set_defaults", "snapshot", "run_in_executor", "use_deterministic_algorithms",
 ]
 _NOT_STARRED = ("Flag", "sync", "asyncio", "trio", "ThreadPoolExecutor", "Thread")
 
 _install_hooks()  # wraps CuPy's launch points when (or if already) CuPy imports them
 
 # `import backends.cudnn` and `from backends.cuda import matmul` work like torch's modules.
-for _ns in (cudnn, cudnn.conv, cuda, cuda.matmul, cuda.cufft_plan_cache, mps, mkl, mkldnn, openmp):
+for _ns in (cudnn, cudnn.conv, cuda, cuda.matmul, cuda.cufft_plan_cache, algorithms, mps, mkl, mkldnn, openmp):
     _sys.modules[_ns.__name__] = _ns
 del _ns
 
@@ -66,15 +71,18 @@ _DETERMINISTIC = Scope(
         "cuda.matmul.allow_tf32": False,
         "cuda.matmul.allow_fp16_reduced_precision_reduction": False,
         "cuda.matmul.allow_bf16_reduced_precision_reduction": False,
+        "algorithms.deterministic": True,
     },
     "backends.deterministic()",
 )
 
 
 def deterministic(*args: object) -> Scope:
-    """A scope for bitwise-reproducible work: ``cudnn.deterministic=True``,
-    ``cudnn.benchmark=False``, both ``allow_tf32`` flags and both
-    reduced-precision-reduction flags ``False``. Other flags are untouched.
+    """A scope for reproducible work: ``cudnn.deterministic=True``, ``cudnn.benchmark=False``,
+    both ``allow_tf32`` flags and both reduced-precision-reduction flags ``False``, and
+    ``algorithms.deterministic=True`` (CuPy operations known to vary from run to run raise;
+    ``algorithms.warn_only`` is left as it is). Other flags are untouched. What it cannot reach
+    (user kernels, ``a[idx] = v`` with duplicate indices) is listed in the docs' sync page.
     Takes no arguments (``TypeError`` otherwise)."""
     if args:
         raise TypeError(
@@ -82,6 +90,40 @@ def deterministic(*args: object) -> Scope:
             "@backends.deterministic() with parentheses"
         )
     return _DETERMINISTIC
+
+
+def _strict_bool(function: str, argument: str, position: str, value: object) -> bool:
+    kind = type(value)
+    if kind is not bool:
+        given = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+        raise TypeError(f"{function}(): argument {argument!r}{position} must be bool, not {given}")
+    return value
+
+
+def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
+    """torch's ``use_deterministic_algorithms(mode, *, warn_only=False)``, scoped: sets
+    ``algorithms.deterministic`` to ``mode`` and ``algorithms.warn_only`` to ``warn_only``
+    together, as attribute assignment does (inside a scope, for the rest of that scope in this
+    context; outside any scope, the process defaults). Unlike torch, ``mode=False`` also turns
+    ``warn_only`` off (torch keeps ``warn_only=True`` with the mode off).
+
+    Raises:
+        TypeError: ``mode`` or ``warn_only`` is not a ``bool`` (as torch: ``1`` is refused).
+        RuntimeError: outside a scope while ``disable_global_flags()`` is in force.
+    """
+    mode = _strict_bool("backends.use_deterministic_algorithms", "mode", " (position 1)", mode)
+    warn_only = _strict_bool("backends.use_deterministic_algorithms", "warn_only", "", warn_only)
+    _assign_checked({"algorithms.deterministic": mode, "algorithms.warn_only": mode and warn_only})
+
+
+def are_deterministic_algorithms_enabled() -> bool:
+    """``algorithms.deterministic`` in the current context (torch's function of that name)."""
+    return bool(_read("algorithms.deterministic"))
+
+
+def is_deterministic_algorithms_warn_only_enabled() -> bool:
+    """``algorithms.warn_only`` in the current context (torch's function of that name)."""
+    return bool(_read("algorithms.warn_only"))
 
 
 def describe() -> list[FlagRow]:
@@ -180,7 +222,11 @@ class _Package(_ModuleType):
 
 
 # Defined here, public as the package's: named as before (repr, pickling by reference, help()).
-for _defined in (deterministic, describe, disable_global_flags, enable_global_flags, flags_frozen):
+for _defined in (
+    deterministic, describe, disable_global_flags, enable_global_flags, flags_frozen, use_deterministic_algorithms,
+    are_deterministic_algorithms_enabled, is_deterministic_algorithms_warn_only_enabled,
+    NondeterministicAlgorithmWarning,
+):
     _defined.__module__ = _PACKAGE
 del _defined
 

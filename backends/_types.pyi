@@ -172,6 +172,28 @@ class Cuda:
         ...
 
 
+class Algorithms:
+    """``backends.algorithms``: torch's ``use_deterministic_algorithms`` switch as two scoped
+    flags, for CuPy. Where ``deterministic`` is on, CuPy operations whose results can vary from
+    run to run raise ``RuntimeError`` before launching (with ``warn_only``, warn
+    ``backends.NondeterministicAlgorithmWarning``), and float ``cumsum``/``cumprod`` take CuPy's
+    own deterministic scan."""
+    __name__: str
+    deterministic: bool
+    """Refuse CuPy operations whose results can vary run to run; use a deterministic path where CuPy has one. Takes a
+    bool (True or False); default ``False``."""
+    warn_only: bool
+    """With algorithms.deterministic: warn instead of raise. Takes a bool (True or False); default ``False``."""
+    @staticmethod
+    def flags(*, deterministic: bool | None = None, warn_only: bool | None = None) -> Scope:
+        """A scope overriding only the given ``backends.algorithms`` flags; ``None`` means not given (torch's
+        ``flags()`` resets every flag it is not given; this does not).
+
+        Raises ``TypeError`` for an unknown keyword or a wrong type and ``ValueError`` for a value out of range,
+        before anything is entered."""
+        ...
+
+
 class Mps:
     """``backends.mps``: Apple's Metal. CuPy and NumPy have no Metal backend, so both answer ``False``."""
     __name__: str

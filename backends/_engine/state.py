@@ -105,20 +105,25 @@ def _write_defaults(values: Mapping[str, Value], sources: Mapping[str, str]) -> 
 def assign(name: str, value: object) -> None:
     """Attribute assignment: inside a scope, for the rest of that scope in this
     context only; outside any scope, the process default."""
-    checked = BY_NAME[name].check(value)
+    assign_checked({name: BY_NAME[name].check(value)})
+
+
+def assign_checked(values: dict[str, Value]) -> None:
+    """``assign()`` of checked values, all at once (one store, so no reader sees half of them)."""
     frame = current()
     if ENTRY not in frame:
         if _frozen:
-            attribute = name.rpartition(".")
+            names = " and ".join(f"backends.{name}" for name in values)
+            namespace = next(iter(values)).rpartition(".")[0]
+            keywords = ", ".join(f"{name.rpartition('.')[2]}={value!r}" for name, value in values.items())
             raise RuntimeError(
                 f"global flags are disabled (backends.disable_global_flags()), so "
-                f"backends.{name} cannot be assigned outside a scope; use "
-                f"`with backends.{attribute[0]}.flags({attribute[2]}={checked!r}):` "
-                f"(or backends.flags({{{name!r}: {checked!r}}})) instead"
+                f"{names} cannot be assigned outside a scope; use "
+                f"`with backends.{namespace}.flags({keywords}):` (or backends.flags({values!r})) instead"
             )
-        _write_defaults({name: checked}, {name: "process default"})
+        _write_defaults(values, dict.fromkeys(values, "process default"))
         return
-    overrides.set({**frame, name: checked})  # same entry: undone when that scope exits
+    overrides.set({**frame, **values})  # same entry: undone when that scope exits
 
 
 def set_defaults(mapping: Mapping[str, Any]) -> None:

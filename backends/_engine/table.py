@@ -135,6 +135,12 @@ FLAGS: tuple[Flag, ...] = (
     Flag("cuda.cufft_plan_cache.max_size", int, 16,
          "Capacity of CuPy's per-thread, per-device cuFFT plan cache (plans).",
          "capacity of CuPy's cuFFT plan cache", minimum=0),
+    Flag("algorithms.deterministic", bool, False,
+         "Refuse CuPy operations whose results can vary run to run; use a deterministic path where CuPy has one.",
+         "CuPy's atomics-based operations (raise or warn), CUB scans (CuPy's own scan), cuDNN engines"),
+    Flag("algorithms.warn_only", bool, False,
+         "With algorithms.deterministic: warn instead of raise.",
+         "what a refused operation does: warn (True) or raise (False)"),
 )
 
 VIEWS: tuple[View, ...] = (

@@ -12,8 +12,21 @@ cusolver        cupy_backends.cuda.libs.cusolver       cuda.preferred_linalg_lib
 cudnn           cupyx.cudnn (CuPy 13), and its         cudnn.enabled, deterministic, benchmark;
                 cupy.cudnn alias (same wrappers)       allow_tf32=False warns (CuPy cannot forbid TF32)
 cudnn_frontend  cudnn: NVIDIA's cuDNN frontend, 1.23   cudnn.enabled, deterministic, allow_tf32 (graphs
-                (pybind pygraph) and newer (Python)    with float32 I/O)
+                (pybind pygraph) and newer (Python)    with float32 I/O); algorithms.deterministic too
+scatter         cupy._core.core (ndarray._scatter_op)  algorithms.*: float ufunc.at / scatter_add
+cub             cupy.cuda.cub (cub_scan)               algorithms.deterministic: float cumsum/cumprod
+                                                       take CuPy's own scan
+histogram       cupy._statistics.histogram             algorithms.*: weighted bincount / histogram
+ndimage         cupyx.scipy.ndimage._measurements      algorithms.*: label sums, means, variances
+sparse          cupyx.scipy.sparse._coo, ._compressed  algorithms.*: summing duplicate entries
+cusparse        cupy_backends.cuda.libs.cusparse       algorithms.*: transposed SpMV / SpMM
 =============== ====================================== =================================================
+
+The ``algorithms.*`` targets share one check (``nondeterministic.alert``): where
+``algorithms.deterministic`` is on, an operation whose result can vary raises
+``RuntimeError`` before it launches, or warns with ``algorithms.warn_only``. The cuBLAS
+target also refuses a float GEMM on a non-default stream there unless
+``CUBLAS_WORKSPACE_CONFIG`` is ``:4096:8`` or ``:16:8``.
 
 A target is installed by a post-import hook when its CuPy module is imported, so
 ``import backends`` never imports CuPy, and the order of ``import backends`` and
@@ -39,6 +52,13 @@ TARGETS = {
     "cupy_backends.cuda.libs.cusolver": "cusolver",
     "cupyx.cudnn": "cudnn",
     "cudnn": "cudnn_frontend",
+    "cupy._core.core": "scatter",
+    "cupy.cuda.cub": "cub",
+    "cupy._statistics.histogram": "histogram",
+    "cupyx.scipy.ndimage._measurements": "ndimage",
+    "cupyx.scipy.sparse._coo": "sparse",
+    "cupyx.scipy.sparse._compressed": "sparse",
+    "cupy_backends.cuda.libs.cusparse": "cusparse",
 }
 
 #: target name -> its module, once its CuPy module is imported and wrapped

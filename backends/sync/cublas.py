@@ -37,6 +37,12 @@ device) starts in the creating context's mode and is recorded for its thread and
 device, so ``sync()`` finds it without asking CuPy (which would create one). A handle
 made before this module wrapped ``create`` is recorded at its first launch here.
 
+Where ``algorithms.deterministic`` is on, a float GEMM (any routine with ``gemm`` in its
+name, less integer ``gemmEx``) launched on a stream other than the null or per-thread
+default stream raises (or warns, with ``algorithms.warn_only``) unless
+``CUBLAS_WORKSPACE_CONFIG`` is ``:4096:8`` or ``:16:8``: cuBLAS's own condition for the
+same bits when several streams share a handle, as CuPy's streams on one thread do.
+
 The cost when nothing changed: one frame-identity comparison, one version
 comparison and two dict lookups per call.
 """
@@ -46,7 +52,9 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import os
 import re
+import sys
 import threading
 from collections.abc import Callable
 from types import ModuleType
@@ -55,6 +63,7 @@ from typing import Any
 from .._engine import state
 from .._engine.state import current, read
 from . import invalidate, quietly
+from .nondeterministic import alert
 from .wrapping import original, replace
 
 MODULE = "cupy_backends.cuda.libs.cublas"
@@ -69,6 +78,12 @@ COMPUTE_32F_FAST_TF32 = 77
 _FP16_TYPES = {2, 6}  # CUDA_R_16F, CUDA_C_16F
 _BF16_TYPES = {14, 15}  # CUDA_R_16BF, CUDA_C_16BF
 _FP32_TYPES = {0, 4}  # CUDA_R_32F, CUDA_C_32F
+_INTEGER_TYPES = {3, 7, 8, 9, 10, 11, 12, 13}  # CUDA_R_8I ... CUDA_C_32U: integer GEMMs are exact
+
+# cuBLAS's condition for bitwise-identical GEMMs when several streams run: a fixed workspace
+# configuration, read from the environment by cuBLAS (set it before the first GEMM).
+DETERMINISTIC_WORKSPACES = (":4096:8", ":16:8")
+DEFAULT_STREAMS = (0, 1, 2)  # CuPy's null stream, cudaStreamLegacy, cudaStreamPerThread
 
 FP16, BF16 = 0, 1  # index into the modes tuple
 
@@ -94,8 +109,9 @@ _GEMMS: dict[str, tuple[int | None, int | None]] = {
 # (cublasGetVersion, Get/SetPointerMode, Get/SetStream, Get/SetMathMode).
 _MANAGEMENT = re.compile(r"(create|destroy|(get|set)[A-Z]\w*)\Z")
 
-#: handle -> (frame, version, modes, allow_tf32): the flags last seen for that handle
-_seen: dict[int, tuple[Any, int, tuple[int, int], bool]] = {}
+#: handle -> (frame, version, modes, allow_tf32, algorithms.deterministic): the flags last seen for it
+Seen = tuple[Any, int, tuple[int, int], bool, bool]
+_seen: dict[int, Seen] = {}
 #: handle -> the math mode we know is set on it (also: the live handles we know of)
 _mode_on: dict[int, int] = {}
 #: handle -> whether its device has TF32 (compute capability >= 8.0)
@@ -133,9 +149,10 @@ def _adopt(handle: int) -> bool:
     return has_tf32
 
 
-def prepare(handle: int, kind: int = FP16) -> bool:
+def prepare(handle: int, kind: int = FP16) -> Seen:
     """Put the current context's math mode on ``handle`` (``kind``: whose reduced-precision
-    flag decides the bit, ``FP16`` or ``BF16``); return the ``allow_tf32`` to use on it.
+    flag decides the bit, ``FP16`` or ``BF16``); return the flags seen for it (``[3]``: the
+    ``allow_tf32`` to use on it, ``[4]``: ``algorithms.deterministic``).
 
     Raises what CuPy's ``setMathMode`` raises (``CUBLASError``, ...) when a push fails."""
     frame, version = current(), state.version
@@ -144,13 +161,29 @@ def prepare(handle: int, kind: int = FP16) -> bool:
         has_tf32 = _has_tf32.get(handle)
         if has_tf32 is None:  # first sight of a handle CuPy made before we wrapped create()
             has_tf32 = _adopt(handle)
-        seen = _seen[handle] = (frame, version, *modes(has_tf32))
+        seen = _seen[handle] = (frame, version, *modes(has_tf32), bool(read("algorithms.deterministic")))
     mode = seen[2][kind]
     if _mode_on.get(handle) != mode and _set_math_mode is not None:
         _set_math_mode(handle, mode)
         _mode_on[handle] = mode
         invalidate()  # this thread's last sync() no longer describes the handle
-    return seen[3]
+    return seen
+
+
+def check_streams(name: str) -> None:
+    """Refuse the float GEMM ``name`` (``algorithms.deterministic`` is on) if it launches on a
+    non-default stream while ``CUBLAS_WORKSPACE_CONFIG`` is not one of cuBLAS's deterministic
+    settings. CuPy keeps one handle per thread for all its streams."""
+    if os.environ.get("CUBLAS_WORKSPACE_CONFIG") in DETERMINISTIC_WORKSPACES:
+        return
+    streams = sys.modules.get("cupy.cuda.stream")
+    if streams is None or streams.get_current_stream().ptr in DEFAULT_STREAMS:
+        return
+    alert(
+        f"cuBLAS {name} (a float GEMM: cupy.matmul, cupy.dot, ...) on a non-default CUDA stream",
+        "cuBLAS gives the same bits on several streams only with the environment variable "
+        "CUBLAS_WORKSPACE_CONFIG=:4096:8 or :16:8 set before the first GEMM",
+    )
 
 
 def sync(device: int) -> None:
@@ -163,10 +196,13 @@ def sync(device: int) -> None:
             prepare(handle)
 
 
-def _wrap(cupy_routine: Callable[..., Any], type_at: int | None, compute_at: int | None) -> Callable[..., Any]:
-    """The wrapper of one routine: math mode, and for GEMMs with types, the compute type.
+def _wrap(
+    cupy_routine: Callable[..., Any], type_at: int | None, compute_at: int | None, name: str = ""
+) -> Callable[..., Any]:
+    """The wrapper of one routine: math mode; for GEMMs (``name`` has ``gemm``) the streams
+    check of ``algorithms.deterministic``, and for GEMMs with types, the compute type.
     A call without a handle goes to CuPy as it is (which raises its ``TypeError``)."""
-    if type_at is None and compute_at is None:
+    if "gemm" not in name:
 
         def routine(*args: Any, **kwargs: Any) -> Any:
             handle = args[0] if args else kwargs.get("handle")
@@ -181,7 +217,10 @@ def _wrap(cupy_routine: Callable[..., Any], type_at: int | None, compute_at: int
         if handle is None:
             return cupy_routine(*args, **kwargs)
         atype = args[type_at] if type_at is not None and len(args) > type_at else kwargs.get("Atype")
-        allow_tf32 = prepare(handle, BF16 if atype in _BF16_TYPES else FP16)
+        seen = prepare(handle, BF16 if atype in _BF16_TYPES else FP16)
+        allow_tf32 = seen[3]
+        if seen[4] and atype not in _INTEGER_TYPES:
+            check_streams(name)
         if compute_at is not None and atype in _FP32_TYPES:
             wanted = COMPUTE_32F_FAST_TF32 if allow_tf32 else COMPUTE_32F
             if len(args) > compute_at:
@@ -274,7 +313,7 @@ def install(module: ModuleType) -> None:
     replace(module, "destroy", forgotten)
     for name in routines(module):
         type_at, compute_at = _GEMMS.get(name, (None, None))
-        replace(module, name, functools.partial(_wrap, type_at=type_at, compute_at=compute_at))
+        replace(module, name, functools.partial(_wrap, type_at=type_at, compute_at=compute_at, name=name))
 
 
 def _started(handle: int) -> int:

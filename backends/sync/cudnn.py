@@ -8,7 +8,8 @@ than its caller asked. What each flag reaches in CuPy 13.6 (``cupyx/cudnn.pyx``)
 
 * ``cudnn.enabled`` False: the call raises ``RuntimeError`` (CuPy has no non-cuDNN
   fallback for these functions, so running cuDNN would disobey the flag);
-* ``cudnn.deterministic`` True: ``deterministic=True`` for the backward functions, so CuPy
+* ``cudnn.deterministic`` or ``algorithms.deterministic`` True (torch's convolutions honour
+  either): ``deterministic=True`` for the backward functions, so CuPy
   takes the first algorithm cuDNN reports deterministic, and does not autotune them.
   ``convolution_forward`` has no such argument: cuDNN's forward algorithms are
   deterministic by design;
@@ -72,7 +73,7 @@ def adjust(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str
     if not read("cudnn.enabled"):
         raise RuntimeError(f"cupyx.cudnn.{name}() called while backends.cudnn.enabled is False")
     kwargs = dict(kwargs)
-    if "deterministic" in kwargs and read("cudnn.deterministic"):
+    if "deterministic" in kwargs and (read("cudnn.deterministic") or read("algorithms.deterministic")):
         kwargs["deterministic"] = True
     if read("cudnn.benchmark"):
         kwargs["auto_tune"] = True

@@ -4,7 +4,8 @@ A frontend graph ranks its execution plans in ``create_execution_plans``; right 
 the launching context's flags bar plans with the frontend's own numerical notes
 (``deselect_numeric_notes``), which ``check_support`` and ``build_plans`` then respect:
 
-* ``cudnn.deterministic`` True: plans with the ``NONDETERMINISTIC`` note are barred;
+* ``cudnn.deterministic`` or ``algorithms.deterministic`` True (torch's convolutions honour
+  either): plans with the ``NONDETERMINISTIC`` note are barred;
 * ``cudnn.allow_tf32`` False, on a graph whose I/O type is float32 (as in torch, TF32 is a
   float32 mode): plans with the ``TENSOR_CORE`` or ``DOWN_CONVERT_INPUTS`` note are barred.
   A half or bfloat16 graph (usually with compute type FLOAT) keeps its tensor-core plans.
@@ -91,7 +92,7 @@ def _warn_io_type_unknown() -> None:
 
 def _drop_plans(module: ModuleType, graph: Any) -> None:
     notes = module.numerical_note
-    if read("cudnn.deterministic"):
+    if read("cudnn.deterministic") or read("algorithms.deterministic"):  # as torch: either flag
         graph.deselect_numeric_notes([notes.NONDETERMINISTIC])
     if read("cudnn.benchmark"):
         warn_once(

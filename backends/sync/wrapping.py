@@ -13,6 +13,7 @@ import inspect
 import sys
 import warnings
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 Make = Callable[[Any], Callable[..., Any]]
@@ -55,8 +56,15 @@ def warn_once(key: str, message: str, library: tuple[str, ...]) -> None:
     if key in warned:
         return
     warned.add(key)
+    warnings.warn(message, UserWarning, stacklevel=user_frame(library)[1])
+
+
+def user_frame(library: tuple[str, ...]) -> tuple[FrameType, int]:
+    """The frame of the user's line that led here (the first caller of our caller outside
+    ``backends`` and ``library``, top-level package names), and the ``stacklevel`` that makes
+    a ``warnings.warn`` in our caller point at it."""
     inside = ("backends", *library)
-    frame, level = sys._getframe(1), 2  # level 1 is this function, 2 its caller
+    frame, level = sys._getframe(2), 2  # our caller's caller, which is level 2 for our caller
     while frame.f_back is not None and str(frame.f_globals.get("__name__", "")).split(".")[0] in inside:
         frame, level = frame.f_back, level + 1
-    warnings.warn(message, UserWarning, stacklevel=level)
+    return frame, level
