@@ -26,6 +26,8 @@ DEFAULTS = {
     "cuda.matmul.allow_bf16_reduced_precision_reduction": True,
     "cuda.preferred_linalg_library": "default",
     "cuda.cufft_plan_cache.max_size": 16,
+    "algorithms.deterministic": False,
+    "algorithms.warn_only": False,
 }
 
 # A valid value different from the default, for each flag.
@@ -40,6 +42,8 @@ OTHER = {
     "cuda.matmul.allow_bf16_reduced_precision_reduction": False,
     "cuda.preferred_linalg_library": "cusolver",
     "cuda.cufft_plan_cache.max_size": 3,
+    "algorithms.deterministic": True,
+    "algorithms.warn_only": True,
 }
 
 ATTRIBUTE_FLAGS = [name for name in DEFAULTS if name != "cuda.preferred_linalg_library"]

@@ -78,6 +78,16 @@ def test_default_flags_pass_the_callers_arguments(standin_cupy: ModuleType) -> N
     assert cupyx.cudnn.RECORDER.calls[-1][:4] == ("convolution_forward", None, False, "never")
 
 
+def test_algorithms_deterministic_makes_the_backward_convolutions_deterministic_too(standin_cupy: ModuleType) -> None:
+    cupy = standin_cupy
+    with backends.algorithms.flags(deterministic=True):
+        assert backward_filter(cupy)[1] is True
+    with backends.flags({}):  # torch's spelling, inside a scope: for the rest of it
+        backends.use_deterministic_algorithms(True)
+        assert backward_filter(cupy)[1] is True
+    assert backward_filter(cupy)[1] is False
+
+
 def test_deterministic_benchmark_and_enabled_reach_every_convolution(standin_cupy: ModuleType) -> None:
     import cupyx.cudnn
 

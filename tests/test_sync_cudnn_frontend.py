@@ -91,6 +91,17 @@ def test_deterministic_drops_nondeterministic_engines(frontend: ModuleType, how:
 
 
 @pytest.mark.parametrize("how", BUILDS)
+def test_algorithms_deterministic_drops_them_too_as_torch_convolutions_honour_either_flag(
+    frontend: ModuleType, how: str
+) -> None:
+    with backends.algorithms.flags(deterministic=True):
+        assert built(frontend, lambda: graph(frontend, "FLOAT"), BUILDS[how]) == "tensor-core"
+    with backends.cudnn.flags(deterministic=True), backends.algorithms.flags(deterministic=False):
+        assert built(frontend, lambda: graph(frontend, "FLOAT"), BUILDS[how]) == "tensor-core"
+    assert built(frontend, lambda: graph(frontend, "FLOAT"), BUILDS[how]) == "tensor-core-atomics"
+
+
+@pytest.mark.parametrize("how", BUILDS)
 def test_no_tf32_drops_tensor_core_engines_of_float32_graphs(frontend: ModuleType, how: str) -> None:
     with backends.cudnn.tf32(False):
         assert built(frontend, lambda: graph(frontend, "FLOAT"), BUILDS[how]) == "atomics"
