@@ -22,7 +22,9 @@ from backends._package import describe as describe
 from backends._package import disable_global_flags as disable_global_flags
 from backends._package import enable_global_flags as enable_global_flags
 from backends._package import flags_frozen as flags_frozen
-from backends._package import is_deterministic_algorithms_warn_only_enabled as is_deterministic_algorithms_warn_only_enabled
+from backends._package import (
+    is_deterministic_algorithms_warn_only_enabled as is_deterministic_algorithms_warn_only_enabled,
+)
 from backends._package import reset_defaults as reset_defaults
 from backends._package import snapshot as snapshot
 from backends._package import sync as sync

@@ -97,7 +97,7 @@ def _strict_bool(function: str, argument: str, position: str, value: object) -> 
     if kind is not bool:
         given = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
         raise TypeError(f"{function}(): argument {argument!r}{position} must be bool, not {given}")
-    return value
+    return value is True
 
 
 def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:

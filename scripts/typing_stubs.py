@@ -337,8 +337,9 @@ def imports(lines: list[str]) -> list[str]:
             plain_names = [n for n in names if " as " not in n]
             if plain_names:
                 out += _from_line(module, plain_names)
-            for name in aliased:  # ruff's isort: one `import x as x` per line
-                out.append(f"from {module} import {name}")
+            for name in aliased:  # ruff's isort: one `import x as x` per line, wrapped when too long
+                line = f"from {module} import {name}"
+                out += [line] if len(line) <= LINE else [f"from {module} import (", f"    {name},", ")"]
         return out
 
     sections = [s for s in (plain + block(stdlib), block(ours)) if s]

@@ -48,7 +48,24 @@ LIBRARIES = {
     "cupyx.cudnn": "import cupyx.cudnn",  # CuPy 13 (needs libcudnn.so.8); gone in CuPy 14
     "cupy.cudnn": "import cupy.cudnn",  # CuPy 13's deprecated alias, filled by `from cupyx.cudnn import *`
     "cudnn": "import cudnn",
+    "cupyx.scipy.ndimage": "import cupyx.scipy.ndimage",
+    "cupyx.scipy.sparse": "import cupyx.scipy.sparse",
+    "cupyx.cusparse": "import cupyx.cusparse",  # loads libcusparse (absent from some installs)
 }
+#: algorithms.deterministic's wrap points: (module, owner attribute path or "", attribute)
+DETERMINISM_POINTS = (
+    ("cupy._core.core", "ndarray", "_scatter_op"),
+    ("cupy.cuda.cub", "", "cub_scan"),
+    ("cupy._statistics.histogram", "", "_bincount_with_weight_kernel"),
+    ("cupy._statistics.histogram", "", "_weighted_histogram_kernel"),
+    ("cupyx.scipy.ndimage._measurements", "", "_ndimage_sum_kernel"),
+    ("cupyx.scipy.ndimage._measurements", "", "_ndimage_mean_kernel"),
+    ("cupyx.scipy.ndimage._measurements", "", "_ndimage_variance_kernel"),
+    ("cupyx.scipy.sparse._coo", "_coo_base|coo_matrix", "sum_duplicates"),
+    ("cupyx.scipy.sparse._compressed", "_compressed_sparse_matrix", "_get_intXint"),
+    ("cupy_backends.cuda.libs.cusparse", "", "spMV"),
+    ("cupy_backends.cuda.libs.cusparse", "", "spMM"),
+)
 #: CuPy 13's convolutions that the cudnn target wraps
 CONVOLUTIONS = ("convolution_forward", "convolution_backward_filter", "convolution_backward_data")
 #: the cuDNN frontend graph methods whose signatures the cudnn_frontend target relies on
@@ -285,6 +302,43 @@ def _cufft(report: dict[str, Any]) -> None:
     report["modules"]["cupy.fft._fft"] = table
 
 
+def _determinism(report: dict[str, Any], backends: Any) -> None:
+    """Which of algorithms.deterministic's wrap points are wrapped, and what a deterministic
+    scope does to CuPy's own entry points on an array that has no device memory behind it
+    (a ``MemoryPointer`` on ``UnownedMemory(0, ...)``, built without a driver): a refused
+    operation must raise before its first CUDA call, and ``cub_scan`` must decline."""
+    import cupy
+
+    points: dict[str, Any] = {}
+    for module_name, owners, name in DETERMINISM_POINTS:
+        module = sys.modules.get(module_name)
+        if module is None:
+            points[f"{module_name}:{name}"] = "module not imported"
+            continue
+        owner = module
+        for candidate in owners.split("|") if owners else []:
+            if hasattr(module, candidate):
+                owner = getattr(module, candidate)
+                break
+        value = inspect.getattr_static(owner, name, None)
+        points[f"{module_name}:{name}"] = None if value is None else _describe(owner, name, value)
+    report["determinism_points"] = points
+    if backends is None:
+        return
+    import numpy
+
+    memory = cupy.cuda.UnownedMemory(0, 16, None, device_id=0)
+    fake = cupy.ndarray((4,), cupy.float32, memptr=cupy.cuda.MemoryPointer(memory, 0))
+    cub = sys.modules["cupy.cuda.cub"]
+    with backends.algorithms.flags(deterministic=True):
+        report["determinism_in_scope"] = {
+            "cupy.add.at": _outcome(lambda: cupy.add.at(fake, 0, 1.0)),
+            "numpy.add.at": _outcome(lambda: numpy.add.at(fake, 0, 1.0)),
+            "cub_scan": _outcome(lambda: cub.cub_scan(fake, cub.CUPY_CUB_CUMSUM)),
+        }
+    report["determinism_outside"] = {"cub_scan": _outcome(lambda: cub.cub_scan(fake, cub.CUPY_CUB_CUMSUM))}
+
+
 def main(order: str) -> dict[str, Any]:
     report: dict[str, Any] = {"order": order, "imports": {}, "modules": {}}
     with warnings.catch_warnings(record=True) as caught:
@@ -311,6 +365,7 @@ def main(order: str) -> dict[str, Any]:
                 report["modules"][name] = _callables(module)
         _cufft(report)
         _frontend(report)
+        _determinism(report, backends)
         for name in ("cupyx.cudnn", "cupy.cudnn"):
             module = sys.modules.get(name)
             if module is not None:

@@ -61,13 +61,19 @@ def test_every_call_sets_both_flags_and_mode_false_also_turns_warn_only_off() ->
     ("call", "message"),
     [
         (lambda: backends.use_deterministic_algorithms(1), "argument 'mode' (position 1) must be bool, not int"),
-        (lambda: backends.use_deterministic_algorithms(None), "argument 'mode' (position 1) must be bool, not NoneType"),
+        (
+            lambda: backends.use_deterministic_algorithms(None),
+            "argument 'mode' (position 1) must be bool, not NoneType",
+        ),
         (lambda: backends.use_deterministic_algorithms("True"), "argument 'mode' (position 1) must be bool, not str"),
         (
             lambda: backends.use_deterministic_algorithms(numpy.bool_(True)),
             "argument 'mode' (position 1) must be bool, not numpy.bool",
         ),
-        (lambda: backends.use_deterministic_algorithms(True, warn_only=0), "argument 'warn_only' must be bool, not int"),
+        (
+            lambda: backends.use_deterministic_algorithms(True, warn_only=0),
+            "argument 'warn_only' must be bool, not int",
+        ),
     ],
 )
 def test_only_real_bools_are_accepted_as_in_torch_and_nothing_changes(call, message) -> None:  # type: ignore[no-untyped-def]
@@ -145,6 +151,9 @@ def test_threads_and_tasks_each_see_their_own_setting() -> None:
 
 def test_environment_variables_set_the_built_in_defaults() -> None:
     environment = {**os.environ, "BACKENDS_ALGORITHMS_DETERMINISTIC": "1", "BACKENDS_ALGORITHMS_WARN_ONLY": "true"}
-    code = "import backends; print(backends.are_deterministic_algorithms_enabled(), [r.source for r in backends.describe() if r.name.startswith('algorithms.')])"
+    code = (
+        "import backends; print(backends.are_deterministic_algorithms_enabled(), "
+        "[r.source for r in backends.describe() if r.name.startswith('algorithms.')])"
+    )
     output = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, check=True)
     assert output.stdout.strip() == "True ['environment', 'environment']"

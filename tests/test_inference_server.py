@@ -55,6 +55,7 @@ DETERMINISTIC_PRESET = {
     "cudnn.allow_tf32": False,
     "cuda.matmul.allow_fp16_reduced_precision_reduction": False,
     "cuda.matmul.allow_bf16_reduced_precision_reduction": False,
+    "algorithms.deterministic": True,
 }
 
 

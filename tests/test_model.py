@@ -62,6 +62,7 @@ DETERMINISTIC = {
     "cuda.matmul.allow_tf32": False,
     "cuda.matmul.allow_fp16_reduced_precision_reduction": False,
     "cuda.matmul.allow_bf16_reduced_precision_reduction": False,
+    "algorithms.deterministic": True,
 }
 #: namespaces with a generated ``flags(**kwargs)`` builder
 KWARG_PREFIXES = ("cudnn", "cuda.matmul", "cuda", "cuda.cufft_plan_cache")

@@ -521,3 +521,38 @@ def test_python_m_backends_is_right_here() -> None:
     if re.search(r"\bcusolver\b", out):  # where the report lists the sync layer's targets: all of them
         for target in ("cublas", "cufft", "cusolver", *(("cudnn_frontend",) if frontend_expected() else ())):
             assert re.search(rf"\b{target}\b", out), f"python -m backends lists targets but not {target}:\n{out}"
+
+
+# -- algorithms.deterministic ------------------------------------------------------------------------
+@pytest.mark.parametrize("order", ORDERS)
+def test_every_determinism_wrap_point_is_wrapped_once(order: str) -> None:
+    points = probe(order)["determinism_points"]
+    problems = {
+        point: entry
+        for point, entry in points.items()
+        if (entry == "module not imported" and not point.startswith("cupy_backends.cuda.libs.cusparse"))
+        or entry is None
+        or (isinstance(entry, dict)
+        and (not entry["wrapped"] or entry["double"]))
+    }
+    assert problems == {}, f"not wrapped (once) in the real CuPy {probe(order)['cupy']}: {problems}"
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_cupys_own_entry_points_reach_the_checks_before_any_cuda_call(order: str) -> None:
+    report = probe(order)
+    inside = report["determinism_in_scope"]
+    for entry_point in ("cupy.add.at", "numpy.add.at"):  # ufunc.at, and NumPy's __array_ufunc__ dispatch
+        kind, message = inside[entry_point]
+        assert kind == "RuntimeError" and message.startswith("cupy.add.at"), (entry_point, inside[entry_point])
+    assert inside["cub_scan"] == ["ok", "None"]  # declined: CuPy runs its own scan
+    assert report["determinism_outside"]["cub_scan"][0] != "ok"  # CUB's, which needs a driver here
+
+
+def test_the_real_cusparse_routines_take_the_operation_second() -> None:
+    report = probe("backends first")
+    for name in ("spMV", "spMM"):
+        entry = report["determinism_points"][f"cupy_backends.cuda.libs.cusparse:{name}"]
+        if entry == "module not imported":
+            pytest.skip("libcusparse is not installed here")
+        assert entry["doc"].startswith(f"{name}(intptr_t handle, Operation opA,"), entry["doc"]

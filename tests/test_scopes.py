@@ -108,6 +108,7 @@ def test_deterministic_preset_sets_exactly_its_six_flags() -> None:
         "cuda.matmul.allow_tf32": False,
         "cuda.matmul.allow_fp16_reduced_precision_reduction": False,
         "cuda.matmul.allow_bf16_reduced_precision_reduction": False,
+        "algorithms.deterministic": True,
     }
     assert {name: row.value for name, row in inside.items()} == {**before, **expected}
     assert {name for name, row in inside.items() if row.source == "scope"} == set(expected)

@@ -480,13 +480,14 @@ def build_pool() -> None:
         "cuda.matmul.allow_fp16_reduced_precision_reduction": False,
         "cuda.matmul.allow_bf16_reduced_precision_reduction": False,
         "cuda.preferred_linalg_library": "magma", "cuda.cufft_plan_cache.max_size": 4321,
+        "algorithms.deterministic": True, "algorithms.warn_only": True,
     }
     assert set(every) == set(NAMES)
     POOL[:] = [
         (backends.deterministic(), {
             "cudnn.deterministic": True, "cudnn.benchmark": False, "cudnn.allow_tf32": False,
             "cuda.matmul.allow_tf32": False, "cuda.matmul.allow_fp16_reduced_precision_reduction": False,
-            "cuda.matmul.allow_bf16_reduced_precision_reduction": False,
+            "cuda.matmul.allow_bf16_reduced_precision_reduction": False, "algorithms.deterministic": True,
         }),
         (backends.cudnn.flags(deterministic=True), {"cudnn.deterministic": True}),
         (backends.cudnn.flags(deterministic=False), {"cudnn.deterministic": False}),

@@ -33,7 +33,7 @@ def install(module: ModuleType) -> None:
     """Wrap the three atomics kernels of ``module`` (``cupyx.scipy.ndimage._measurements``)."""
     operations = (
         ("_ndimage_sum_kernel", "cupyx.scipy.ndimage.sum_labels (also sum, center_of_mass)", _float_input),
-        ("_ndimage_mean_kernel", "cupyx.scipy.ndimage.mean", _float_input),
+        ("_ndimage_mean_kernel", "cupyx.scipy.ndimage.mean (also variance, standard_deviation)", _float_input),
         ("_ndimage_variance_kernel", "cupyx.scipy.ndimage.variance (also standard_deviation)", _always),
     )
     for kernel, operation, varies in operations:

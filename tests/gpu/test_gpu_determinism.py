@@ -40,7 +40,10 @@ def test_float32_cumsum_varies_with_cub_and_is_one_result_inside_the_scope() -> 
     outside = distinct_cumsums(x)
     with backends.algorithms.flags(deterministic=True):
         inside = distinct_cumsums(x)
-    say(f"float32 cumsum of {SIZE:,} elements, {RUNS} runs: {outside} distinct results outside the scope, {inside} inside")
+    say(
+        f"float32 cumsum of {SIZE:,} elements, {RUNS} runs: "
+        f"{outside} distinct results outside the scope, {inside} inside"
+    )
     assert inside == 1
     assert outside > 1, "CUB's scan gave one result in every run: the case this flag exists for did not show here"
 
@@ -69,7 +72,10 @@ def test_the_deterministic_scan_matches_cub_closely_and_its_cost_is_reported() -
         cub.append(timed(False))
         native.append(timed(True))
     cub_us, native_us = statistics.median(cub) * 1e6, statistics.median(native) * 1e6
-    say(f"cumsum of {SIZE:,} float32: CUB {cub_us:.1f} us, CuPy's own scan {native_us:.1f} us (x{native_us / cub_us:.2f})")
+    say(
+        f"cumsum of {SIZE:,} float32: CUB {cub_us:.1f} us, "
+        f"CuPy's own scan {native_us:.1f} us (x{native_us / cub_us:.2f})"
+    )
 
 
 def test_refused_operations_raise_before_launching_and_warn_only_runs_them() -> None:

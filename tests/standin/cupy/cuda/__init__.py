@@ -7,11 +7,11 @@ import importlib as _importlib
 from cupy_backends.cuda.api import runtime
 
 import cupy as _cupy
-from cupy.cuda import device
+from cupy.cuda import device, stream
 
 
 def __getattr__(key: str) -> object:
-    if key in ("cublas", "cusolver"):
+    if key in ("cublas", "cusolver", "cusparse"):
         module = _importlib.import_module(f"cupy_backends.cuda.libs.{key}")
         setattr(_cupy.cuda, key, module)
         return module
@@ -35,5 +35,16 @@ def get_local_runtime_version() -> int:
 
 
 from cupy.cuda.device import Device, get_cublas_handle, get_device_id  # noqa: E402
+from cupy.cuda.stream import Stream, get_current_stream  # noqa: E402
 
-__all__ = ["Device", "device", "get_cublas_handle", "get_device_id", "is_available", "runtime"]
+__all__ = [
+    "Device",
+    "Stream",
+    "device",
+    "get_cublas_handle",
+    "get_current_stream",
+    "get_device_id",
+    "is_available",
+    "runtime",
+    "stream",
+]

@@ -1,8 +1,8 @@
 """Stand-in for ``cupy.cuda.device`` (``device.pyx``).
 
-cuBLAS and cuSOLVER handles live in a ``threading.local`` as ``{device_id: Handle}``
+cuBLAS, cuSOLVER and cuSPARSE handles live in a ``threading.local`` as ``{device_id: Handle}``
 dicts, one handle per (Python thread, device), created on first use by looking up
-``cublas.create`` / ``cusolver.create`` by name at that moment (with the device made
+``cublas.create`` / ``cusolver.create`` / ``cusparse.create`` by name at that moment (with the device made
 current around the call), and destroyed with the thread's locals.
 
 Like the Cython original, ``Device`` is a closed type (its attributes cannot be
@@ -70,6 +70,10 @@ def get_cublas_handle() -> int:
 
 def get_cusolver_handle() -> int:
     return _get_device().cusolver_handle
+
+
+def get_cusparse_handle() -> int:
+    return _get_device().cusparse_handle
 
 
 def get_compute_capability() -> str:
@@ -167,6 +171,13 @@ class Device(metaclass=_ClosedType):
         from cupy_backends.cuda.libs import cusolver
 
         return self._get_handle("cusolver_handles", cusolver.create, cusolver.destroy)
+
+    @property
+    def cusparse_handle(self) -> int:
+        """This thread's cuSPARSE handle for this device."""
+        from cupy_backends.cuda.libs import cusparse
+
+        return self._get_handle("cusparse_handles", cusparse.create, cusparse.destroy)
 
 
 # "cpdef" functions called from Cython code elsewhere (``from cupy.cuda cimport device``):

@@ -1,1 +1,2 @@
-"""Stand-in for ``cupyx.scipy`` (``cupyx.scipy.fft`` and ``cupyx.scipy.linalg`` are imported on demand, as in CuPy)."""
+"""Stand-in for ``cupyx.scipy`` (``fft``, ``linalg``, ``ndimage`` and ``sparse`` are imported
+on demand, as in CuPy)."""

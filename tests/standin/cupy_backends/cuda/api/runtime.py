@@ -10,6 +10,7 @@ it when it is built.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 
@@ -33,6 +34,12 @@ errorInvalidValue = 1
 errorInsufficientDriver = 35
 errorNoDevice = 100
 errorInvalidDevice = 101
+
+# streams (driver_types.h): the legacy and per-thread default streams are these handles
+streamDefault = 0
+streamNonBlocking = 1
+streamLegacy = 1
+streamPerThread = 2
 
 deviceAttributeComputeCapabilityMajor = 75
 deviceAttributeComputeCapabilityMinor = 76
@@ -105,6 +112,19 @@ def deviceGetAttribute(attrib: int, device: int) -> int:
     if attrib == deviceAttributeComputeCapabilityMinor:
         return int(cc[-1])
     raise CUDARuntimeError(errorInvalidValue)
+
+
+_streams = itertools.count(0x5000, 0x10)
+
+
+def streamCreateWithPriority(flag: int, priority: int) -> int:
+    """A fake stream handle, never 0, 1 or 2 (the default streams)."""
+    _check()
+    return next(_streams)
+
+
+def streamDestroy(stream: int) -> None:
+    pass
 
 
 def runtimeGetVersion() -> int:

@@ -1,0 +1,87 @@
+"""Stand-in for ``cupyx.scipy.sparse._base`` (``_base.py`` v14.2.0): ``_spbase``, ``spmatrix``
+and ``issparse``; ``A @ B`` goes to the format's ``_matmul_dispatch`` (lines 191-215)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cupy
+
+from cupyx.scipy.sparse import _util
+
+
+class _spbase:
+    """The base of every sparse matrix: 2-D only in the stand-in."""
+
+    format: str = ""
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    @property
+    def nnz(self) -> int:
+        return self._getnnz()
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self._shape
+
+    @property
+    def _csr_container(self) -> Any:
+        from cupyx.scipy.sparse._csr import csr_matrix
+
+        return csr_matrix
+
+    @property
+    def _csc_container(self) -> Any:
+        from cupyx.scipy.sparse._csc import csc_matrix
+
+        return csc_matrix
+
+    @property
+    def _coo_container(self) -> Any:
+        from cupyx.scipy.sparse._coo import coo_matrix
+
+        return coo_matrix
+
+    def __matmul__(self, other: Any) -> Any:
+        if _util.isscalarlike(other):
+            raise ValueError("Scalar operands are not allowed, use '*' instead")
+        return self._matmul_dispatch(other)
+
+    def _matmul_dispatch(self, other: Any) -> Any:
+        """Default: convert to CSR.  Format subclasses override."""
+        return self.tocsr()._matmul_dispatch(other)
+
+    @property
+    def T(self) -> Any:
+        return self.transpose()
+
+    def asformat(self, format: str | None) -> Any:
+        if format is None or format == self.format:
+            return self
+        return getattr(self, "to" + format)()
+
+    def copy(self) -> Any:
+        return self.__class__(self, copy=True)
+
+    def dot(self, other: Any) -> Any:
+        if cupy.isscalar(other):
+            return self * other
+        return self @ other
+
+
+class spmatrix(_spbase):
+    """Matrix semantics: ``*`` is the matrix product."""
+
+    def __mul__(self, other: Any) -> Any:
+        return self._matmul_dispatch(other)
+
+
+def issparse(x: Any) -> bool:
+    return isinstance(x, _spbase)
+
+
+def isdense(x: Any) -> bool:
+    return isinstance(x, cupy.ndarray)

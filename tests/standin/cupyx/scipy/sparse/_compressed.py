@@ -1,0 +1,260 @@
+"""Stand-in for ``cupyx.scipy.sparse._compressed`` (``_compressed.py`` v14.2.0):
+``_compressed_sparse_matrix`` with ``_get_intXint`` (lines 691-710), the lazily computed
+``has_canonical_format`` and ``has_sorted_indices`` (1349-1425), ``sum_duplicates`` through
+COO (1543-1563), ``_from_parts`` (455-528) and the constructor's main forms (231-453).
+
+``has_canonical_format`` launches CuPy's check kernel and takes its answer from the
+values of ``indptr`` and ``indices`` (sorted, no repeat, within each major row), unless
+a flag is cached (``_has_canonical_format``), as in CuPy. ``_get_intXint`` reads
+``indptr`` values (CuPy syncs there too) and launches ``_index._compress_getitem_kern``
+(or ``_compress_getitem_complex_kern``, or the kernel on int32 copies for bool data),
+looked up on ``_index`` at call time.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import cupy
+from cupy import _core
+from cupy._core._dtype import get_dtype
+
+from cupyx.scipy.sparse import _base, _index, _util
+from cupyx.scipy.sparse import _data as sparse_data
+
+_IDX_DTYPE = "int32"  # CuPy picks int32 for a matrix whose indices fit
+
+
+def _rows_ok(indptr: Any, indices: Any, strict: bool) -> list[bool]:
+    """Per major row: its minor indices increase (strictly: no repeat). What CuPy's kernels compute."""
+    bounds, minor = indptr._known_values(), indices._known_values()
+    rows = [minor[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]
+    if strict:
+        return [bounds[i] <= bounds[i + 1] and all(a < b for a, b in itertools.pairwise(r)) for i, r in enumerate(rows)]
+    return [all(a <= b for a, b in itertools.pairwise(r)) for r in rows]
+
+
+class _compressed_sparse_matrix(sparse_data._data_matrix, _index.IndexMixin):
+    _major_axis = 0
+
+    _has_sorted_indices_kern = _core.ElementwiseKernel(
+        "raw T indptr, raw T indices",
+        "bool diff",
+        """
+        bool diff_out = true;
+        for (T jj = indptr[i]; jj < indptr[i+1] - 1; jj++) {
+            if (indices[jj] > indices[jj+1]){
+                diff_out = false;
+            }
+        }
+        diff = diff_out;
+        """,
+        "cupyx_scipy_sparse_has_sorted_indices",
+    )
+
+    _has_canonical_format_kern = _core.ElementwiseKernel(
+        "raw T indptr, raw T indices",
+        "bool diff",
+        """
+        bool diff_out = true;
+        if (indptr[i] > indptr[i+1]) {
+            diff = false;
+            return;
+        }
+        for (T jj = indptr[i]; jj < indptr[i+1] - 1; jj++) {
+            if (indices[jj] >= indices[jj+1]) {
+                diff_out = false;
+            }
+        }
+        diff = diff_out;
+        """,
+        "cupyx_scipy_sparse_has_canonical_format",
+    )
+
+    def __init__(self, arg1: Any, shape: Any = None, dtype: Any = None, copy: bool = False) -> None:
+        from cupyx import cusparse
+
+        if shape is not None:
+            shape = _util.check_shape(shape)
+
+        if _base.issparse(arg1):
+            x = arg1.asformat(self.format)
+            data = x.data
+            indices = x.indices
+            indptr = x.indptr
+            if arg1.format != self.format:
+                # When formats are different, all arrays are already copied
+                copy = False
+            if shape is None:
+                shape = arg1.shape
+        elif _util.isshape(arg1):
+            m, n = _util.check_shape(arg1)
+            data = cupy.zeros(0, dtype if dtype else "d")
+            indices = cupy.array([], _IDX_DTYPE)
+            indptr = cupy.array([0] * (self._swap(m, n)[0] + 1), _IDX_DTYPE)
+            # shape and copy argument is ignored
+            shape = (m, n)
+            copy = False
+        elif isinstance(arg1, tuple) and len(arg1) == 2:
+            # Note: not efficient -- constructs an intermediate COO and converts.
+            sp_coo = self._coo_container(arg1, shape=shape, dtype=dtype, copy=copy)
+            sp_compressed = sp_coo.asformat(self.format)
+            data = sp_compressed.data
+            indices = sp_compressed.indices
+            indptr = sp_compressed.indptr
+        elif isinstance(arg1, tuple) and len(arg1) == 3:
+            data, indices, indptr = arg1
+            if not (
+                _base.isdense(data) and data.ndim == 1
+                and _base.isdense(indices) and indices.ndim == 1
+                and _base.isdense(indptr) and indptr.ndim == 1
+            ):  # fmt: skip
+                raise ValueError("data, indices, and indptr must be 1-D cupy arrays")
+            if len(data) != len(indices):
+                raise ValueError("indices and data should have the same size")
+            if indptr.size > 0 and indptr.values is not None:  # (CuPy syncs to read both ends)
+                first, nnz_live = indptr.values[0], indptr.values[-1]
+                if first != 0:
+                    raise ValueError(f"index pointer should start with 0 (got {first})")
+                if nnz_live > data.size:
+                    raise ValueError(f"last index pointer ({nnz_live}) exceeds the size of data/indices ({data.size})")
+                if data.size > nnz_live:
+                    data = data[:nnz_live]
+                    indices = indices[:nnz_live]
+        else:
+            raise ValueError("Unsupported initializer format")
+
+        dtype = data.dtype if dtype is None else get_dtype(dtype)
+        if dtype not in ("bool", "float32", "float64", "complex64", "complex128"):
+            raise ValueError("Only bool, float32, float64, complex64 and complex128 are supported")
+
+        data = data.astype(dtype, copy=copy)
+        sparse_data._data_matrix.__init__(self, data)
+        self.indices = indices.astype(_IDX_DTYPE, copy=copy)
+        self.indptr = indptr.astype(_IDX_DTYPE, copy=copy)
+
+        if shape is None:
+            shape = self._swap(len(indptr) - 1, max(indices._known_values()) + 1)  # synchronize!
+
+        major, minor = self._swap(*shape)  # noqa: RUF059
+        if len(indptr) != major + 1:
+            raise ValueError(f"index pointer size ({len(indptr)}) should be ({major + 1})")
+
+        self._descr = cusparse.MatDescriptor.create()
+        self._shape = shape
+
+    @classmethod
+    def _from_parts(
+        cls, data: Any, indices: Any, indptr: Any, shape: Any,
+        has_canonical_format: bool | None = None, has_sorted_indices: bool | None = None,
+    ) -> Any:  # fmt: skip
+        """Construct from pre-validated arrays (internal, as CuPy's)."""
+        from cupyx.cusparse import MatDescriptor
+
+        shape = _util.check_shape(shape)
+        if indices.dtype != indptr.dtype:
+            raise ValueError(f"indices and indptr must have the same dtype, got {indices.dtype} and {indptr.dtype}")
+        if has_canonical_format is True and has_sorted_indices is False:
+            raise ValueError(
+                "has_canonical_format=True implies sorted indices, but has_sorted_indices=False was passed"
+            )
+        if data.size != indices.size:
+            raise ValueError(f"data and indices must have the same length, got {data.size} and {indices.size}")
+        major = shape[cls._major_axis]
+        if indptr.size != major + 1:
+            raise ValueError(f"indptr has length {indptr.size}, expected {major + 1} (major axis + 1)")
+        A = cls.__new__(cls)
+        sparse_data._data_matrix.__init__(A, data)
+        A.indices = indices
+        A.indptr = indptr
+        A._descr = MatDescriptor.create()
+        A._shape = shape
+        if has_canonical_format is not None:
+            A._has_canonical_format = has_canonical_format
+            if has_canonical_format:
+                A._has_sorted_indices = True
+        if has_sorted_indices is not None:
+            A._has_sorted_indices = has_sorted_indices
+        return A
+
+    def _with_data(self, data: Any, copy: bool = True) -> Any:
+        return self.__class__._from_parts(
+            data,
+            self.indices.copy() if copy else self.indices,
+            self.indptr.copy() if copy else self.indptr,
+            self.shape,
+            has_canonical_format=getattr(self, "_has_canonical_format", None),
+            has_sorted_indices=getattr(self, "_has_sorted_indices", None),
+        )
+
+    def _swap(self, x: Any, y: Any) -> tuple[Any, Any]:
+        raise NotImplementedError
+
+    def _get_intXint(self, row: int, col: int) -> Any:
+        major, minor = self._swap(row, col)
+        data, indices, _ = _index._get_csr_submatrix_major_axis(self.data, self.indices, self.indptr, major, major + 1)
+        dtype = data.dtype
+        if dtype.kind == "c":
+            res = cupy.zeros((), dtype=dtype)
+            _index._compress_getitem_complex_kern(data.real, data.imag, indices, minor, res.real, res.imag)
+            return res
+        if dtype.kind == "b":
+            # ``atomicAdd`` has no bool overload; accumulate the matching
+            # entries as int, then a non-zero count means a stored True.
+            res = cupy.zeros((), dtype=cupy.int32)
+            _index._compress_getitem_kern(data.astype(cupy.int32), indices, minor, res)
+            return res.astype(dtype)
+        res = cupy.zeros((), dtype=dtype)
+        _index._compress_getitem_kern(data, indices, minor, res)
+        return res
+
+    def __get_has_canonical_format(self) -> bool:
+        """Whether the matrix has sorted indices and no duplicates (might synchronize)."""
+        if self.data.size == 0:
+            self._has_canonical_format = True
+            self._has_sorted_indices = True
+        # check to see if result was cached
+        elif not getattr(self, "_has_sorted_indices", True):
+            # not sorted => not canonical
+            self._has_canonical_format = False
+        elif not hasattr(self, "_has_canonical_format"):
+            is_canonical = self._has_canonical_format_kern(self.indptr, self.indices, size=self.indptr.size - 1)
+            is_canonical.values = _rows_ok(self.indptr, self.indices, strict=True)  # what the kernel writes
+            self._has_canonical_format = bool(is_canonical.all())  # synchronize!
+            if self._has_canonical_format:
+                self._has_sorted_indices = True
+        return self._has_canonical_format
+
+    def __set_has_canonical_format(self, val: bool) -> None:
+        self._has_canonical_format = bool(val)
+        if val:
+            self.has_sorted_indices = True
+
+    has_canonical_format = property(fget=__get_has_canonical_format, fset=__set_has_canonical_format)
+
+    def __get_sorted(self) -> bool:
+        """Whether the indices are sorted within each major row (might synchronize)."""
+        if self.data.size == 0:
+            self._has_sorted_indices = True
+        elif not hasattr(self, "_has_sorted_indices"):
+            is_sorted = self._has_sorted_indices_kern(self.indptr, self.indices, size=self.indptr.size - 1)
+            is_sorted.values = _rows_ok(self.indptr, self.indices, strict=False)  # what the kernel writes
+            self._has_sorted_indices = bool(is_sorted.all())  # synchronize!
+        return self._has_sorted_indices
+
+    def __set_sorted(self, val: bool) -> None:
+        self._has_sorted_indices = bool(val)
+
+    has_sorted_indices = property(fget=__get_sorted, fset=__set_sorted)
+
+    def sum_duplicates(self) -> None:
+        """Eliminate duplicate matrix entries by adding them together (in place, through COO)."""
+        if self.has_canonical_format:
+            return
+        # TODO(leofang): add a kernel for compressed sparse matrices without
+        # converting to coo
+        coo = self.tocoo()
+        coo.sum_duplicates()
+        self.__init__(coo.asformat(self.format))  # type: ignore[misc]
+        self.has_canonical_format = True

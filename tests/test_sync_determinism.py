@@ -1,0 +1,430 @@
+"""``algorithms.deterministic`` through the sync layer (contract section 10), proved with the
+stand-in CuPy: each operation whose result can vary raises before it launches in the scope,
+warns and runs under ``warn_only``, and runs untouched outside the scope and in a nested
+``deterministic=False`` scope; order-independent variants never raise; float scans take
+CuPy's own scan. What is checked is what CuPy would launch (the stand-in's recorders)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import warnings
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import numpy
+import pytest
+
+import backends
+from tests._helpers import run_threads
+
+DETERMINISTIC = backends.algorithms.flags(deterministic=True)
+WARN_ONLY = backends.algorithms.flags(deterministic=True, warn_only=True)
+ALLOWED = backends.algorithms.flags(deterministic=False)
+
+
+@pytest.fixture(autouse=True)
+def _warn_afresh() -> None:
+    """Each test starts with no call site warned (the record is per process, as in use)."""
+    from backends.sync import nondeterministic
+
+    nondeterministic.warned.clear()
+
+
+def refused(operation: str) -> Any:
+    """``pytest.raises`` for the error of a refused ``operation`` (a fragment of its name)."""
+    return pytest.raises(RuntimeError, match=rf"^{re.escape(operation)}.* does not have a deterministic implementation")
+
+
+def check_refused(launch: Callable[[], object], operation: str, launched: Callable[[], int]) -> None:
+    """The behaviour every refused operation shares: raises in the scope with nothing launched
+    and a message that says how to allow it; warns and runs with ``warn_only``; runs outside
+    the scope and in a nested ``deterministic=False`` scope."""
+    before = launched()
+    with DETERMINISTIC, refused(operation) as raised:
+        launch()
+    assert launched() == before, "refused, yet launched"
+    message = str(raised.value)
+    assert "backends.algorithms.deterministic is True in this context" in message
+    assert "with backends.algorithms.flags(deterministic=False):" in message
+    assert "warn_only=True" in message
+
+    with WARN_ONLY, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        launch()
+    assert launched() > before
+    # One warning per refused launch (variance launches two: its mean's, then its own).
+    ours = [w for w in caught if not issubclass(w.category, DeprecationWarning)]  # CuPy's own: scatter_add
+    assert {w.category for w in ours} == {backends.NondeterministicAlgorithmWarning}
+    assert any(str(w.message).startswith(operation) for w in ours), [str(w.message) for w in ours]
+    for scope in (backends.flags({}), ALLOWED):  # outside the scope, and nested inside it
+        before = launched()
+        with DETERMINISTIC if scope is ALLOWED else backends.flags({}), scope:
+            launch()
+        assert launched() > before
+
+
+# -- scatter-add: every ufunc.at that adds ---------------------------------------------------------
+
+
+def scatters(cupy: ModuleType) -> Callable[[], int]:
+    return lambda: len(cupy._core.core.SCATTERS.calls)
+
+
+def test_add_at_on_float_data_is_refused(standin_cupy: ModuleType) -> None:
+    cupy = standin_cupy
+    a, index = cupy.zeros(4, "float32"), cupy.array([0, 0, 1])
+    check_refused(lambda: cupy.add.at(a, index, 1.0), "cupy.add.at", scatters(cupy))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float64"])
+def test_every_entry_point_of_scatter_add_is_refused(standin_cupy: ModuleType, dtype: str) -> None:
+    import cupyx
+
+    cupy = standin_cupy
+    a, index = cupy.zeros(4, dtype), cupy.array([0, 0, 1])
+    entry_points: list[Callable[[], object]] = [
+        lambda: numpy.add.at(a, index, 1.0),  # NumPy sends it to cupy.add.at (__array_ufunc__)
+        lambda: cupyx.scatter_add(a, index, 1.0),
+        lambda: a.scatter_add(index, 1.0),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # CuPy 14 deprecates scatter_add
+        for launch in entry_points:
+            check_refused(launch, "cupy.add.at", scatters(cupy))
+
+
+def test_order_independent_scatters_never_raise(standin_cupy: ModuleType) -> None:
+    cupy = standin_cupy
+    floats, ints, index = cupy.zeros(4, "float32"), cupy.zeros(4, "int32"), cupy.array([0, 0, 1])
+    with DETERMINISTIC:
+        cupy.maximum.at(floats, index, 1.0)
+        cupy.minimum.at(floats, index, 1.0)
+        cupy.add.at(ints, index, 1)
+        cupy.subtract.at(ints, index, 1)
+        ints[index] = 5  # not reachable (a C-level scatter in CuPy): documented, and never refused
+    assert [call.op for call in cupy._core.core.SCATTERS.calls] == ["max", "min", "add", "sub", "update"]
+
+
+# -- scans -------------------------------------------------------------------------------------
+
+
+def scan_paths(cupy: ModuleType) -> list[str]:
+    return [scan.path for scan in cupy._core._routines_math.SCANS.calls]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64"])
+def test_float_cumsum_and_cumprod_take_cupys_own_scan_in_the_scope(standin_cupy: ModuleType, dtype: str) -> None:
+    cupy = standin_cupy
+    x = cupy.ones(1000, dtype)
+    cupy.cumsum(x)
+    with DETERMINISTIC:
+        cupy.cumsum(x)
+        cupy.cumprod(x)
+        with ALLOWED:
+            cupy.cumsum(x)
+    with WARN_ONLY:  # a deterministic path exists: nothing to warn about
+        cupy.cumsum(x)
+    assert scan_paths(cupy) == ["cub", "native", "native", "cub", "native"]
+
+
+def test_integer_scans_and_scans_along_an_axis_are_untouched(standin_cupy: ModuleType) -> None:
+    cupy = standin_cupy
+    with DETERMINISTIC:
+        cupy.cumsum(cupy.ones(1000, "int32"))
+        cupy.cumsum(cupy.ones((10, 100), "float32"), axis=1)
+    assert scan_paths(cupy) == ["cub", "batch"]
+
+
+def test_the_cumsum_values_are_those_of_a_scan(standin_cupy: ModuleType) -> None:
+    cupy = standin_cupy
+    with DETERMINISTIC:
+        assert cupy.cumsum(cupy.array([1.0, 2.0, 3.0])).tolist() == [1.0, 3.0, 6.0]
+
+
+# -- weighted histograms -------------------------------------------------------------------------
+
+
+def kernels(cupy: ModuleType, name: str) -> Callable[[], int]:
+    return lambda: sum(1 for launch in cupy._core._kernel.KERNELS.calls if launch.name == name)
+
+
+def test_weighted_bincount_and_what_calls_it_are_refused(standin_cupy: ModuleType) -> None:
+    cupy = standin_cupy
+    x, w = cupy.array([0, 1, 1, 3]), cupy.array([0.5, 1.0, 2.0, 1.0])
+    count = kernels(cupy, "cupy_bincount_with_weight_kernel")
+    check_refused(lambda: cupy.bincount(x, weights=w), "cupy.bincount(x, weights)", count)
+    sample = cupy.array([0.1, 0.5, 0.9, 0.2])
+    check_refused(lambda: cupy.histogramdd([sample], bins=4, weights=w), "cupy.bincount(x, weights)", count)
+    check_refused(lambda: cupy.histogram2d(sample, sample, bins=4, weights=w), "cupy.bincount(x, weights)", count)
+
+
+def test_an_early_bound_bincount_is_refused_too(standin_cupy: ModuleType) -> None:
+    from cupy._statistics.histogram import bincount  # bound before anything was wrapped? the kernel is
+
+    cupy = standin_cupy
+    with DETERMINISTIC, refused("cupy.bincount(x, weights)"):
+        bincount(cupy.array([0, 1]), weights=cupy.array([1.0, 2.0]))
+
+
+def test_histogram_with_float_weights_is_refused_and_integer_weights_pass(standin_cupy: ModuleType) -> None:
+    cupy = standin_cupy
+    x = cupy.array([0.1, 0.5, 0.9, 0.2])
+    count = kernels(cupy, "cupy_weighted_histogram_kernel")
+    check_refused(lambda: cupy.histogram(x, bins=4, weights=cupy.array([1.0, 2.0, 3.0, 4.0])), "cupy.histogram", count)
+    with DETERMINISTIC:
+        cupy.histogram(x, bins=4, weights=cupy.array([1, 2, 3, 4]))  # summed in an int64 array
+        cupy.histogram(x, bins=4)
+        cupy.bincount(cupy.array([0, 1, 1]))
+    with DETERMINISTIC, refused("cupy.histogram"):
+        cupy.histogram(x, bins=4, weights=cupy.array([1j, 2, 3, 4]))  # complex: two float launches
+
+
+# -- ndimage label statistics ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("function", "kernel", "operation"),
+    [
+        ("sum_labels", "cupyx_scipy_ndimage_sum", "cupyx.scipy.ndimage.sum_labels"),
+        ("sum", "cupyx_scipy_ndimage_sum", "cupyx.scipy.ndimage.sum_labels"),
+        ("center_of_mass", "cupyx_scipy_ndimage_sum", "cupyx.scipy.ndimage.sum_labels"),
+        ("mean", "cupyx_scipy_ndimage_mean", "cupyx.scipy.ndimage.mean"),
+        ("variance", "cupyx_scipy_ndimage_mean", "cupyx.scipy.ndimage.mean (also variance"),
+        ("standard_deviation", "cupyx_scipy_ndimage_mean", "cupyx.scipy.ndimage.mean (also variance"),
+    ],
+)
+def test_label_statistics_with_an_array_index_are_refused(
+    standin_cupy: ModuleType, function: str, kernel: str, operation: str
+) -> None:
+    import cupyx.scipy.ndimage as ndimage
+
+    cupy = standin_cupy
+    image, labels, index = cupy.ones((8, 8), "float32"), cupy.ones((8, 8), "int32"), cupy.array([1, 2])
+    call = getattr(ndimage, function)
+    check_refused(lambda: call(image, labels, index), operation, kernels(cupy, kernel))
+
+
+def test_the_variance_of_integer_input_is_refused_at_its_own_kernel(standin_cupy: ModuleType) -> None:
+    import cupyx.scipy.ndimage as ndimage
+
+    cupy = standin_cupy
+    image, labels, index = cupy.ones((8, 8), "int32"), cupy.ones((8, 8), "int32"), cupy.array([1, 2])
+    launched = kernels(cupy, "cupyx_scipy_ndimage_variance")
+    check_refused(lambda: ndimage.variance(image, labels, index), "cupyx.scipy.ndimage.variance", launched)
+
+
+def test_label_statistics_off_the_atomics_branch_pass(standin_cupy: ModuleType) -> None:
+    import cupyx.scipy.ndimage as ndimage
+
+    cupy = standin_cupy
+    with DETERMINISTIC:
+        ndimage.sum_labels(cupy.ones((8, 8), "int32"), cupy.ones((8, 8), "int32"), cupy.array([1, 2]))  # exact
+        ndimage.mean(cupy.ones((8, 8), "int32"), cupy.ones((8, 8), "int32"), cupy.array([1, 2]))
+        big = cupy.ones((512, 512), "float32")  # 262,144 elements and <= 4 labels: a masked reduction
+        ndimage.sum_labels(big, cupy.ones((512, 512), "int32"), cupy.array([1, 2]))
+        ndimage.sum_labels(cupy.ones((8, 8), "float32"), cupy.ones((8, 8), "int32"), 1)  # a scalar index
+    names = [launch.name for launch in cupy._core._kernel.KERNELS.calls]
+    assert names.count("masked_sum") == 1
+    assert names.count("cupyx_scipy_ndimage_sum") == 1 and names.count("cupyx_scipy_ndimage_mean") == 1
+
+
+# -- sparse matrices -----------------------------------------------------------------------------------
+
+
+def coo(cupy: ModuleType, dtype: str, rows: list[int], cols: list[int]) -> Any:
+    from cupyx.scipy.sparse import coo_matrix
+
+    data = cupy.array([1.0] * len(rows), dtype=dtype)
+    return coo_matrix((data, (cupy.array(rows, dtype="int32"), cupy.array(cols, dtype="int32"))), shape=(3, 3))
+
+
+DUPLICATES = ([0, 1, 1, 1], [0, 2, 2, 2])
+NO_DUPLICATES = ([2, 0, 1], [0, 2, 1])
+
+
+def test_summing_float_duplicates_is_refused_where_ever_it_is_reached(standin_cupy: ModuleType) -> None:
+    cupy = standin_cupy
+    assigned = kernels(cupy, "cupyx_scipy_sparse_coo_sum_duplicates_assign")
+    check_refused(lambda: coo(cupy, "float32", *DUPLICATES).sum_duplicates(), "cupyx.scipy.sparse", assigned)
+    check_refused(lambda: coo(cupy, "float64", *DUPLICATES).tocsr(), "cupyx.scipy.sparse", assigned)
+    check_refused(lambda: coo(cupy, "float64", *DUPLICATES).tocsc(), "cupyx.scipy.sparse", assigned)
+
+
+def test_matrices_without_float_duplicates_pass(standin_cupy: ModuleType) -> None:
+    cupy = standin_cupy
+    with DETERMINISTIC:
+        coo(cupy, "float32", *NO_DUPLICATES).sum_duplicates()
+        coo(cupy, "float32", *NO_DUPLICATES).tocsr()
+        coo(cupy, "bool", *DUPLICATES).sum_duplicates()  # or-ed, not added
+    assert kernels(cupy, "cupyx_scipy_sparse_coo_sum_duplicates_assign")() == 1  # the bool one
+
+
+def test_scalar_indexing_with_duplicate_entries_is_refused(standin_cupy: ModuleType) -> None:
+    from cupyx.scipy.sparse import csr_matrix
+
+    cupy = standin_cupy
+    data, indices, indptr = cupy.array([1.0, 2.0, 3.0]), cupy.array([1, 1, 0], "int32"), cupy.array([0, 3, 3], "int32")
+    duplicated = csr_matrix((data, indices, indptr), shape=(2, 2))
+    getitem = kernels(cupy, "cupyx_scipy_sparse_compress_getitem")
+    check_refused(lambda: duplicated[0, 1], "cupyx.scipy.sparse.csr_matrix[i, j]", getitem)
+    canonical = csr_matrix((data, cupy.array([0, 1, 0], "int32"), cupy.array([0, 2, 3], "int32")), shape=(2, 2))
+    with DETERMINISTIC:
+        canonical[0, 1]
+        canonical.T[1, 0]  # CSC
+
+
+def sparse_calls(cupy: ModuleType, function: str) -> Callable[[], int]:
+    from cupy_backends.cuda.libs import cusparse
+
+    return lambda: sum(1 for call in cusparse.RECORDER.calls if call.function == function)
+
+
+def test_transposed_products_are_refused_and_csr_products_pass(standin_cupy: ModuleType) -> None:
+    cupy = standin_cupy
+    csr = coo(cupy, "float32", *NO_DUPLICATES).tocsr()
+    csc = csr.tocsc()
+    vector, matrix = cupy.ones(3, "float32"), cupy.ones((3, 2), "float32")
+    check_refused(lambda: csc @ vector, "cupyx.cusparse.spmv with a transposed matrix", sparse_calls(cupy, "spMV"))
+    check_refused(lambda: csc @ matrix, "cupyx.cusparse.spmm with a transposed matrix", sparse_calls(cupy, "spMM"))
+    import cupyx.cusparse
+
+    check_refused(
+        lambda: cupyx.cusparse.spmv(csr, vector, transa=True), "cupyx.cusparse.spmv", sparse_calls(cupy, "spMV")
+    )
+    with DETERMINISTIC:
+        csr @ vector
+        csr @ matrix
+        cupyx.cusparse.spmv(csc, vector, transa=True)  # a CSC transposed is a CSR product
+
+
+# -- cuBLAS across streams ---------------------------------------------------------------------------
+
+
+def gemms(cupy: ModuleType) -> Callable[[], int]:
+    from cupy_backends.cuda.libs import cublas
+
+    return lambda: sum(1 for launch in cublas.RECORDER.launches if "gemm" in launch.function)
+
+
+def test_a_float_gemm_on_a_non_default_stream_needs_a_deterministic_workspace(
+    standin_cupy: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cupy = standin_cupy
+    a = cupy.ones((64, 64), "float32")
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    with DETERMINISTIC:
+        a @ a  # the null stream
+        with cupy.cuda.Stream.ptds:
+            a @ a
+    with cupy.cuda.Stream():
+        check_refused(lambda: a @ a, "cuBLAS gemmEx", gemms(cupy))
+        for value in (":4096:8", ":16:8"):
+            monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", value)
+            with DETERMINISTIC:
+                a @ a
+        monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:2")
+        with DETERMINISTIC, pytest.raises(RuntimeError, match="CUBLAS_WORKSPACE_CONFIG=:4096:8 or :16:8"):
+            a @ a
+
+
+# -- warnings, threads and tasks ----------------------------------------------------------------------
+
+
+def test_warn_only_warns_once_per_call_site(standin_cupy: ModuleType) -> None:
+    cupy = standin_cupy
+    a, index = cupy.zeros(4, "float32"), cupy.array([0, 0])
+    with WARN_ONLY, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            cupy.add.at(a, index, 1.0)  # one call site: one warning
+        cupy.add.at(a, index, 1.0)  # another line
+    assert [w.category for w in caught] == [backends.NondeterministicAlgorithmWarning] * 2
+    assert {w.filename for w in caught} == {__file__}  # it points at this file, not at CuPy's
+    assert len({w.lineno for w in caught}) == 2
+    assert len(cupy._core.core.SCATTERS.calls) == 4
+
+
+def test_threads_and_tasks_with_different_settings_at_once(standin_cupy: ModuleType) -> None:
+    cupy = standin_cupy
+    x, w = cupy.array([0, 1]), cupy.array([1.0, 2.0])
+    barrier = threading.Barrier(3)
+    outcomes: dict[str, str] = {}
+
+    def worker(name: str, scope: backends.Scope) -> None:
+        with scope:
+            barrier.wait()  # all three are inside their scopes before any launches
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    cupy.bincount(x, weights=w)
+                outcomes[name] = "warned" if caught else "ran"
+            except RuntimeError:
+                outcomes[name] = "raised"
+
+    run_threads(
+        lambda: worker("strict", DETERMINISTIC),
+        lambda: worker("warn", WARN_ONLY),
+        lambda: worker("free", ALLOWED),
+        unblock=[barrier],
+    )
+    assert outcomes == {"strict": "raised", "warn": "warned", "free": "ran"}
+
+    async def task(scope: backends.Scope, ready: asyncio.Event, go: asyncio.Event) -> str:
+        with scope:
+            ready.set()
+            await go.wait()
+            try:
+                cupy.cumsum(cupy.ones(10, "float32"))
+                cupy.add.at(cupy.zeros(2, "float32"), cupy.array([0, 0]), 1.0)
+                return "ran"
+            except RuntimeError:
+                return "raised"
+
+    async def main() -> list[str]:
+        ready, go = asyncio.Event(), asyncio.Event()
+        strict = asyncio.create_task(task(DETERMINISTIC, ready, go))
+        free = asyncio.create_task(task(ALLOWED, asyncio.Event(), go))
+        await ready.wait()
+        go.set()
+        return [await strict, await free]
+
+    cupy._core._routines_math.SCANS.reset()
+    assert asyncio.run(main()) == ["raised", "ran"]
+    assert sorted(scan_paths(cupy)) == ["cub", "native"]
+
+
+def test_use_deterministic_algorithms_and_the_preset_reach_the_wrappers(standin_cupy: ModuleType) -> None:
+    cupy = standin_cupy
+    a, index = cupy.zeros(4, "float32"), cupy.array([0, 0])
+    with backends.deterministic(), refused("cupy.add.at"):
+        cupy.add.at(a, index, 1.0)
+    with backends.flags({}):
+        backends.use_deterministic_algorithms(True, warn_only=True)
+        with pytest.warns(backends.NondeterministicAlgorithmWarning):
+            cupy.add.at(a, index, 1.0)
+    backends.use_deterministic_algorithms(True)  # the process default: every thread
+    errors: list[BaseException] = []
+
+    def other_thread() -> None:
+        try:
+            cupy.add.at(a, index, 1.0)
+        except RuntimeError as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    thread.join()
+    assert len(errors) == 1
+
+
+def test_no_hook_failed_while_wrapping_the_stand_in(standin_cupy: ModuleType) -> None:
+    import cupyx.scipy.ndimage
+    import cupyx.scipy.sparse  # noqa: F401
+
+    from backends.sync import hooks, installed
+
+    assert hooks.failures == []
+    assert {"scatter", "cub", "histogram", "ndimage", "sparse", "cusparse"} <= set(installed)
