@@ -542,11 +542,13 @@ def test_every_determinism_wrap_point_is_wrapped_once(order: str) -> None:
 def test_cupys_own_entry_points_reach_the_checks_before_any_cuda_call(order: str) -> None:
     report = probe(order)
     inside = report["determinism_in_scope"]
+    assert ("numpy.add.at" in inside) == (not report["cupy"].startswith("13."))
     for entry_point in ("cupy.add.at", "numpy.add.at"):  # ufunc.at, and NumPy's __array_ufunc__ dispatch
+        if entry_point not in inside:
+            continue  # CuPy 13: its __array_ufunc__ makes a CUDA call first (without a driver: noise)
         kind, message = inside[entry_point]
         assert kind == "RuntimeError" and message.startswith("cupy.add.at"), (entry_point, inside[entry_point])
     assert inside["cub_scan"] == ["ok", "None"]  # declined: CuPy runs its own scan
-    assert report["determinism_outside"]["cub_scan"][0] != "ok"  # CUB's, which needs a driver here
 
 
 def test_the_real_cusparse_routines_take_the_operation_second() -> None:
