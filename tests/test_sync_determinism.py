@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sys
 import threading
 import warnings
 from collections.abc import Callable
@@ -347,30 +348,8 @@ def test_warn_only_warns_once_per_call_site(standin_cupy: ModuleType) -> None:
     assert len(cupy._core.core.SCATTERS.calls) == 4
 
 
-def test_threads_and_tasks_with_different_settings_at_once(standin_cupy: ModuleType) -> None:
+def test_interleaved_tasks_scan_and_scatter_with_their_own_settings(standin_cupy: ModuleType) -> None:
     cupy = standin_cupy
-    x, w = cupy.array([0, 1]), cupy.array([1.0, 2.0])
-    barrier = threading.Barrier(3)
-    outcomes: dict[str, str] = {}
-
-    def worker(name: str, scope: backends.Scope) -> None:
-        with scope:
-            barrier.wait()  # all three are inside their scopes before any launches
-            try:
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
-                    cupy.bincount(x, weights=w)
-                outcomes[name] = "warned" if caught else "ran"
-            except RuntimeError:
-                outcomes[name] = "raised"
-
-    run_threads(
-        lambda: worker("strict", DETERMINISTIC),
-        lambda: worker("warn", WARN_ONLY),
-        lambda: worker("free", ALLOWED),
-        unblock=[barrier],
-    )
-    assert outcomes == {"strict": "raised", "warn": "warned", "free": "ran"}
 
     async def task(scope: backends.Scope, ready: asyncio.Event, go: asyncio.Event) -> str:
         with scope:
@@ -394,6 +373,99 @@ def test_threads_and_tasks_with_different_settings_at_once(standin_cupy: ModuleT
     cupy._core._routines_math.SCANS.reset()
     assert asyncio.run(main()) == ["raised", "ran"]
     assert sorted(scan_paths(cupy)) == ["cub", "native"]
+
+
+def every_refused_operation(cupy: ModuleType) -> dict[str, Callable[[], object]]:
+    """One launch of each refused operation, with fresh inputs (so threads share nothing)."""
+    import cupyx.scipy.ndimage as ndimage
+    from cupyx.scipy.sparse import csr_matrix
+
+    def gemm_on_a_stream() -> object:
+        a = cupy.ones((8, 8), "float32")
+        with cupy.cuda.Stream():
+            return a @ a
+
+    def csr_scalar() -> object:
+        matrix = csr_matrix(
+            (cupy.array([1.0, 2.0, 3.0]), cupy.array([1, 1, 0], "int32"), cupy.array([0, 3, 3], "int32")),
+            shape=(2, 2),
+        )
+        return matrix[0, 1]
+
+    return {
+        "cupy.add.at": lambda: cupy.add.at(cupy.zeros(4, "float32"), cupy.array([0, 0]), 1.0),
+        "numpy.add.at": lambda: numpy.add.at(cupy.zeros(4, "float64"), cupy.array([0, 0]), 1.0),
+        "cupy.bincount": lambda: cupy.bincount(cupy.array([0, 1]), weights=cupy.array([1.0, 2.0])),
+        "cupy.histogram": lambda: cupy.histogram(cupy.array([0.1, 0.2]), bins=2, weights=cupy.array([1.0, 2.0])),
+        "ndimage.sum_labels": lambda: ndimage.sum_labels(
+            cupy.ones((4, 4), "float32"), cupy.ones((4, 4), "int32"), cupy.array([1, 2])
+        ),
+        "coo.sum_duplicates": lambda: coo(cupy, "float32", *DUPLICATES).sum_duplicates(),
+        "csr[i, j]": csr_scalar,
+        "csc @ vector": lambda: coo(cupy, "float32", *NO_DUPLICATES).tocsc() @ cupy.ones(3, "float32"),
+        "gemm on a stream": gemm_on_a_stream,
+    }
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "cupy.add.at", "numpy.add.at", "cupy.bincount", "cupy.histogram", "ndimage.sum_labels",
+        "coo.sum_duplicates", "csr[i, j]", "csc @ vector", "gemm on a stream",
+    ],
+)  # fmt: skip
+def test_each_operation_in_threads_and_tasks_at_once_follows_its_own_context(
+    standin_cupy: ModuleType, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    launch = every_refused_operation(standin_cupy)[name]
+    barrier = threading.Barrier(3)
+    outcomes: dict[str, str] = {}
+
+    def outcome() -> str:
+        try:
+            launch()
+        except RuntimeError:
+            return "raised"
+        return "ran"
+
+    def worker(label: str, scope: backends.Scope) -> None:
+        with scope:
+            barrier.wait()  # all three are in their scopes before any launches
+            outcomes[label] = outcome()
+
+    # One recorder for every thread (catch_warnings swaps process-wide state: one at a time).
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_threads(
+            lambda: worker("strict", DETERMINISTIC),
+            lambda: worker("warn", WARN_ONLY),
+            lambda: worker("free", ALLOWED),
+            unblock=[barrier],
+        )
+    assert outcomes == {"strict": "raised", "warn": "ran", "free": "ran"}
+    ours = [w for w in caught if w.category is backends.NondeterministicAlgorithmWarning]
+    assert len(ours) == 1  # from the warn_only thread: the strict one raised, the free one is not checked
+
+    async def task(scope: backends.Scope, entered: asyncio.Barrier) -> str:
+        with scope:
+            await entered.wait()  # every task is inside its scope before any launches
+            return outcome()
+
+    async def main() -> list[str]:
+        entered = asyncio.Barrier(3)
+        return list(await asyncio.gather(*(task(scope, entered) for scope in (DETERMINISTIC, WARN_ONLY, ALLOWED))))
+
+    if sys.version_info >= (3, 11):  # asyncio.Barrier
+        from backends.sync import nondeterministic
+
+        nondeterministic.warned.clear()  # the same call site warned in a thread above: once per site
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert asyncio.run(main()) == ["raised", "ran", "ran"]
+        assert [w.category for w in caught if w.category is backends.NondeterministicAlgorithmWarning] == [
+            backends.NondeterministicAlgorithmWarning
+        ]
 
 
 def test_use_deterministic_algorithms_and_the_preset_reach_the_wrappers(standin_cupy: ModuleType) -> None:
