@@ -93,7 +93,11 @@ def deterministic(*args: object) -> Scope:
 
 
 def _strict_bool(function: str, argument: str, position: str, value: object) -> bool:
+    # What torch's argument parser takes for a bool: bool and numpy.bool_ (by identity: no import)
     kind = type(value)
+    numpy = _sys.modules.get("numpy")
+    if numpy is not None and kind is numpy.bool_:
+        return bool(value)
     if kind is not bool:
         given = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
         raise TypeError(f"{function}(): argument {argument!r}{position} must be bool, not {given}")
@@ -108,7 +112,8 @@ def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None
     ``warn_only`` off (torch keeps ``warn_only=True`` with the mode off).
 
     Raises:
-        TypeError: ``mode`` or ``warn_only`` is not a ``bool`` (as torch: ``1`` is refused).
+        TypeError: ``mode`` or ``warn_only`` is not a ``bool`` or ``numpy.bool_`` (as torch: ``1``
+            is refused).
         RuntimeError: outside a scope while ``disable_global_flags()`` is in force.
     """
     mode = _strict_bool("backends.use_deterministic_algorithms", "mode", " (position 1)", mode)

@@ -67,10 +67,6 @@ def test_every_call_sets_both_flags_and_mode_false_also_turns_warn_only_off() ->
         ),
         (lambda: backends.use_deterministic_algorithms("True"), "argument 'mode' (position 1) must be bool, not str"),
         (
-            lambda: backends.use_deterministic_algorithms(numpy.bool_(True)),
-            "argument 'mode' (position 1) must be bool, not numpy.bool",
-        ),
-        (
             lambda: backends.use_deterministic_algorithms(True, warn_only=0),
             "argument 'warn_only' must be bool, not int",
         ),
@@ -83,6 +79,12 @@ def test_only_real_bools_are_accepted_as_in_torch_and_nothing_changes(call, mess
     assert str(raised.value).startswith("backends.use_deterministic_algorithms(): ")
     assert message in str(raised.value)
     assert both() == (True, True)
+
+
+def test_numpy_bools_are_taken_as_torch_takes_them() -> None:
+    backends.use_deterministic_algorithms(numpy.bool_(True), warn_only=numpy.bool_(True))
+    assert both() == (True, True)
+    assert type(backends.algorithms.deterministic) is bool
 
 
 def test_warn_only_is_keyword_only_as_in_torch() -> None:

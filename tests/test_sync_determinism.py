@@ -26,14 +26,6 @@ WARN_ONLY = backends.algorithms.flags(deterministic=True, warn_only=True)
 ALLOWED = backends.algorithms.flags(deterministic=False)
 
 
-@pytest.fixture(autouse=True)
-def _warn_afresh() -> None:
-    """Each test starts with no call site warned (the record is per process, as in use)."""
-    from backends.sync import nondeterministic
-
-    nondeterministic.warned.clear()
-
-
 def refused(operation: str) -> Any:
     """``pytest.raises`` for the error of a refused ``operation`` (a fragment of its name)."""
     return pytest.raises(RuntimeError, match=rf"^{re.escape(operation)}.* does not have a deterministic implementation")
@@ -50,7 +42,7 @@ def check_refused(launch: Callable[[], object], operation: str, launched: Callab
     message = str(raised.value)
     assert "backends.algorithms.deterministic is True in this context" in message
     assert "with backends.algorithms.flags(deterministic=False):" in message
-    assert "warn_only=True" in message
+    assert "backends.algorithms.flags(warn_only=True)" in message
 
     with WARN_ONLY, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -106,7 +98,10 @@ def test_order_independent_scatters_never_raise(standin_cupy: ModuleType) -> Non
         cupy.add.at(ints, index, 1)
         cupy.subtract.at(ints, index, 1)
         ints[index] = 5  # not reachable (a C-level scatter in CuPy): documented, and never refused
-    assert [call.op for call in cupy._core.core.SCATTERS.calls] == ["max", "min", "add", "sub", "update"]
+        cupy.add.at(floats, 0, 1.0)  # indices that cannot repeat: an int, a slice
+        cupy.add.at(floats, slice(None), 1.0)
+    ops = [call.op for call in cupy._core.core.SCATTERS.calls]
+    assert ops == ["max", "min", "add", "sub", "update", "add", "add"]
 
 
 # -- scans -------------------------------------------------------------------------------------
@@ -162,6 +157,12 @@ def test_weighted_bincount_and_what_calls_it_are_refused(standin_cupy: ModuleTyp
     check_refused(lambda: cupy.histogram2d(sample, sample, bins=4, weights=w), "cupy.bincount(x, weights)", count)
 
 
+def test_64_bit_integer_weights_are_refused_they_round_in_float64(standin_cupy: ModuleType) -> None:
+    cupy = standin_cupy
+    with DETERMINISTIC, refused("cupy.bincount(x, weights)"):
+        cupy.bincount(cupy.array([0, 1]), weights=cupy.array([2**60, 1], dtype="int64"))
+
+
 def test_an_early_bound_bincount_is_refused_too(standin_cupy: ModuleType) -> None:
     from cupy._statistics.histogram import bincount  # bound before anything was wrapped? the kernel is
 
@@ -176,6 +177,7 @@ def test_histogram_with_float_weights_is_refused_and_integer_weights_pass(standi
     count = kernels(cupy, "cupy_weighted_histogram_kernel")
     check_refused(lambda: cupy.histogram(x, bins=4, weights=cupy.array([1.0, 2.0, 3.0, 4.0])), "cupy.histogram", count)
     with DETERMINISTIC:
+        cupy.bincount(cupy.array([0, 1, 1]), weights=cupy.array([1, 2, 3], dtype="int32"))  # exact in float64
         cupy.histogram(x, bins=4, weights=cupy.array([1, 2, 3, 4]))  # summed in an int64 array
         cupy.histogram(x, bins=4)
         cupy.bincount(cupy.array([0, 1, 1]))
@@ -322,23 +324,41 @@ def test_a_float_gemm_on_a_non_default_stream_needs_a_deterministic_workspace(
             a @ a
     with cupy.cuda.Stream():
         check_refused(lambda: a @ a, "cuBLAS gemmEx", gemms(cupy))
-        for value in (":4096:8", ":16:8"):
+    # cuBLAS reads the variable when it makes a handle: what counts is the handle's, and CuPy
+    # makes one per thread (so each case runs in a new thread, with a new handle).
+    outcomes: dict[str, str] = {}
+
+    def gemm_in_a_new_thread(value: str | None) -> None:
+        def body() -> None:
+            with cupy.cuda.Stream(), DETERMINISTIC:
+                try:
+                    a @ a
+                    outcomes[str(value)] = "ran"
+                except RuntimeError as error:
+                    outcomes[str(value)] = "raised" if "CUBLAS_WORKSPACE_CONFIG=:4096:8 or :16:8" in str(error) else ""
+
+        if value is None:
+            monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+        else:
             monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", value)
-            with DETERMINISTIC:
-                a @ a
-        monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:2")
-        with DETERMINISTIC, pytest.raises(RuntimeError, match="CUBLAS_WORKSPACE_CONFIG=:4096:8 or :16:8"):
-            a @ a
+        run_threads(body)
+
+    for value in (":4096:8", ":16:8", ":4096:2", None):
+        gemm_in_a_new_thread(value)
+    assert outcomes == {":4096:8": "ran", ":16:8": "ran", ":4096:2": "raised", "None": "raised"}
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # too late for this thread's handle
+    with cupy.cuda.Stream(), DETERMINISTIC, refused("cuBLAS gemmEx"):
+        a @ a
 
 
 # -- warnings, threads and tasks ----------------------------------------------------------------------
 
 
-def test_warn_only_warns_once_per_call_site(standin_cupy: ModuleType) -> None:
+def test_warn_only_warns_once_per_call_site_under_the_default_filter(standin_cupy: ModuleType) -> None:
     cupy = standin_cupy
     a, index = cupy.zeros(4, "float32"), cupy.array([0, 0])
     with WARN_ONLY, warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+        warnings.simplefilter("default")
         for _ in range(3):
             cupy.add.at(a, index, 1.0)  # one call site: one warning
         cupy.add.at(a, index, 1.0)  # another line
@@ -346,6 +366,22 @@ def test_warn_only_warns_once_per_call_site(standin_cupy: ModuleType) -> None:
     assert {w.filename for w in caught} == {__file__}  # it points at this file, not at CuPy's
     assert len({w.lineno for w in caught}) == 2
     assert len(cupy._core.core.SCATTERS.calls) == 4
+
+
+def test_warning_filters_decide_always_and_error(standin_cupy: ModuleType) -> None:
+    cupy = standin_cupy
+    a, index = cupy.zeros(4, "float32"), cupy.array([0, 0])
+    with WARN_ONLY, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            cupy.add.at(a, index, 1.0)
+    assert len(caught) == 3
+    with WARN_ONLY, warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(2):  # raised each time, and nothing launched
+            with pytest.raises(backends.NondeterministicAlgorithmWarning):
+                cupy.add.at(a, index, 1.0)
+    assert len(cupy._core.core.SCATTERS.calls) == 3
 
 
 def test_interleaved_tasks_scan_and_scatter_with_their_own_settings(standin_cupy: ModuleType) -> None:
@@ -457,9 +493,6 @@ def test_each_operation_in_threads_and_tasks_at_once_follows_its_own_context(
         return list(await asyncio.gather(*(task(scope, entered) for scope in (DETERMINISTIC, WARN_ONLY, ALLOWED))))
 
     if sys.version_info >= (3, 11):  # asyncio.Barrier
-        from backends.sync import nondeterministic
-
-        nondeterministic.warned.clear()  # the same call site warned in a thread above: once per site
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             assert asyncio.run(main()) == ["raised", "ran", "ran"]

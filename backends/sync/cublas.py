@@ -39,9 +39,10 @@ made before this module wrapped ``create`` is recorded at its first launch here.
 
 Where ``algorithms.deterministic`` is on, a float GEMM (any routine with ``gemm`` in its
 name, less integer ``gemmEx``) launched on a stream other than the null or per-thread
-default stream raises (or warns, with ``algorithms.warn_only``) unless
-``CUBLAS_WORKSPACE_CONFIG`` is ``:4096:8`` or ``:16:8``: cuBLAS's own condition for the
-same bits when several streams share a handle, as CuPy's streams on one thread do.
+default stream raises (or warns, with ``algorithms.warn_only``) unless the handle was made
+while ``CUBLAS_WORKSPACE_CONFIG`` was ``:4096:8`` or ``:16:8`` (cuBLAS reads it then): cuBLAS's
+own condition for the same bits when several streams share a handle, as CuPy's streams on one
+thread do.
 
 The cost when nothing changed: one frame-identity comparison, one version
 comparison and two dict lookups per call.
@@ -116,6 +117,8 @@ _seen: dict[int, Seen] = {}
 _mode_on: dict[int, int] = {}
 #: handle -> whether its device has TF32 (compute capability >= 8.0)
 _has_tf32: dict[int, bool] = {}
+#: handle -> CUBLAS_WORKSPACE_CONFIG when it was made (cuBLAS reads it then), or when first seen
+_workspace: dict[int, str | None] = {}
 #: .handles: {device: [handle, ...]}, this thread's handles, for sync()
 _mine = threading.local()
 _set_math_mode: Callable[[int, int], None] | None = None
@@ -143,6 +146,7 @@ def _adopt(handle: int) -> bool:
     device = _runtime.getDevice()
     major = _runtime.deviceGetAttribute(_runtime.deviceAttributeComputeCapabilityMajor, device)
     has_tf32 = _has_tf32[handle] = bool(major >= 8)
+    _workspace.setdefault(handle, os.environ.get("CUBLAS_WORKSPACE_CONFIG"))
     handles: dict[int, list[int]] = _mine.__dict__.setdefault("handles", {})
     handles.setdefault(device, []).append(handle)
     invalidate()  # the last sync() did not cover this handle
@@ -170,19 +174,22 @@ def prepare(handle: int, kind: int = FP16) -> Seen:
     return seen
 
 
-def check_streams(name: str) -> None:
+def check_streams(name: str, handle: int) -> None:
     """Refuse the float GEMM ``name`` (``algorithms.deterministic`` is on) if it launches on a
-    non-default stream while ``CUBLAS_WORKSPACE_CONFIG`` is not one of cuBLAS's deterministic
-    settings. CuPy keeps one handle per thread for all its streams."""
-    if os.environ.get("CUBLAS_WORKSPACE_CONFIG") in DETERMINISTIC_WORKSPACES:
+    non-default stream while ``handle`` was made without one of cuBLAS's deterministic
+    ``CUBLAS_WORKSPACE_CONFIG`` settings (cuBLAS reads the variable when it makes a handle).
+    CuPy keeps one handle per thread for all its streams."""
+    if _workspace.get(handle) in DETERMINISTIC_WORKSPACES:
         return
     streams = sys.modules.get("cupy.cuda.stream")
     if streams is None or streams.get_current_stream().ptr in DEFAULT_STREAMS:
         return
     alert(
         f"cuBLAS {name} (a float GEMM: cupy.matmul, cupy.dot, ...) on a non-default CUDA stream",
-        "cuBLAS gives the same bits on several streams only with the environment variable "
-        "CUBLAS_WORKSPACE_CONFIG=:4096:8 or :16:8 set before the first GEMM",
+        "cuBLAS gives the same bits on several streams only when its handle was made with "
+        "CUBLAS_WORKSPACE_CONFIG=:4096:8 or :16:8",
+        "Set that environment variable before the first cuBLAS call of the process (or launch on "
+        "the default stream)",
     )
 
 
@@ -220,7 +227,7 @@ def _wrap(
         seen = prepare(handle, BF16 if atype in _BF16_TYPES else FP16)
         allow_tf32 = seen[3]
         if seen[4] and atype not in _INTEGER_TYPES:
-            check_streams(name)
+            check_streams(name, handle)
         if compute_at is not None and atype in _FP32_TYPES:
             wanted = COMPUTE_32F_FAST_TF32 if allow_tf32 else COMPUTE_32F
             if len(args) > compute_at:
@@ -265,7 +272,7 @@ def _start(handle: int) -> None:
 
 
 def _forget(handle: int) -> None:
-    for table in (_mode_on, _seen, _has_tf32):  # the pointer may be reused by a later create()
+    for table in (_mode_on, _seen, _has_tf32, _workspace):  # the pointer may be reused by a later create()
         table.pop(handle, None)
     for handles in getattr(_mine, "handles", {}).values():
         if handle in handles:
@@ -279,7 +286,7 @@ def install(module: ModuleType) -> None:
     _runtime = importlib.import_module("cupy_backends.cuda.api.runtime")
     hip = bool(getattr(_runtime, "is_hip", False))
     _set_math_mode = None
-    for table in (_mode_on, _seen, _has_tf32):
+    for table in (_mode_on, _seen, _has_tf32, _workspace):
         table.clear()
     _mine.__dict__.clear()  # this thread's record (other threads' hold handles no longer in _mode_on)
     if hip:
@@ -320,6 +327,7 @@ def _started(handle: int) -> int:
     """A handle just made by CuPy's ``create``: known, recorded, and in the creator's mode,
     for code that fetches CuPy's handle and calls cuBLAS its own way."""
     _mode_on[handle] = DEFAULT_MATH  # a new handle starts in the default math mode
+    _workspace[handle] = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
     _seen.pop(handle, None)
     _has_tf32.pop(handle, None)
     # A failure must not lose the handle: CuPy has not stored it yet, and its first launch

@@ -4,8 +4,9 @@ Both add each weight into its bin with ``atomicAdd`` (``cupy/_statistics/histogr
 so a float bin's sum depends on the order the additions land in. The wrapped objects are
 the kernels, module globals CuPy looks up at each call, so ``histogramdd`` and
 ``histogram2d`` (which call ``cupy.bincount``) and any early binding of the functions are
-covered. Unweighted counts, and histograms with integer or bool weights (counted in an
-integer array), add integers and pass untouched.
+covered. Unweighted counts, histograms with integer or bool weights (counted in an integer
+array), and ``bincount`` weights of integers up to 32 bits or bools (exact in its float64 bins
+while the totals stay below 2**53) pass untouched; 64-bit integer weights do not.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from .nondeterministic import guard, kind
+from .nondeterministic import guard, inexact_in_float64, kind
 
 MODULE = "cupy._statistics.histogram"
 WHY = "float atomicAdd: the order of the additions into a bin varies from run to run"
@@ -24,6 +25,11 @@ def _float_output(*args: Any, **kwargs: Any) -> bool:
     return bool(args) and kind(args[-1]) in ("f", "c")
 
 
+def _inexact_weights(x: Any = None, weights: Any = None, *args: Any, **kwargs: Any) -> bool:
+    # float64 bins: exact for small integer and bool weights, not for floats and 64-bit integers
+    return inexact_in_float64(weights)
+
+
 def install(module: ModuleType) -> None:
     """Wrap the weighted kernels of ``module`` (``cupy._statistics.histogram``)."""
     guard(
@@ -31,6 +37,7 @@ def install(module: ModuleType) -> None:
         "_bincount_with_weight_kernel",
         "cupy.bincount(x, weights) (also cupy.histogramdd and cupy.histogram2d with weights)",
         WHY,
-        _float_output,
+        _inexact_weights,
     )
-    guard(module, "_weighted_histogram_kernel", "cupy.histogram(x, weights=...) with float weights", WHY, _float_output)
+    operation = "cupy.histogram(x, weights=...) with float or complex weights"
+    guard(module, "_weighted_histogram_kernel", operation, WHY, _float_output)

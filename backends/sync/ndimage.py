@@ -7,7 +7,8 @@ float64 total with ``atomicAdd`` (``_ndimage_sum_kernel``, ``_ndimage_mean_kerne
 ``_ndimage_variance_kernel``: module globals looked up at each call). CuPy takes a masked
 reduction instead for inputs of 262,144 elements or more with at most 4 labels, and for
 dtypes its kernels do not take; those paths have no atomics and pass untouched, as do sums
-and means of integer input (integers add exactly in float64 below 2**53).
+and means of integers up to 32 bits and bools (exact in float64 while the totals stay below
+2**53; 64-bit integers are refused).
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from .nondeterministic import guard, kind
+from .nondeterministic import guard, inexact_in_float64
 
 MODULE = "cupyx.scipy.ndimage._measurements"
 WHY = "float atomicAdd: the order of the additions into a label's total varies from run to run"
 
 
-def _float_input(*args: Any, **kwargs: Any) -> bool:
-    return bool(args) and kind(args[0]) in ("f", "c")
+def _inexact_input(*args: Any, **kwargs: Any) -> bool:
+    return bool(args) and inexact_in_float64(args[0])
 
 
 def _always(*args: Any, **kwargs: Any) -> bool:
@@ -32,8 +33,8 @@ def _always(*args: Any, **kwargs: Any) -> bool:
 def install(module: ModuleType) -> None:
     """Wrap the three atomics kernels of ``module`` (``cupyx.scipy.ndimage._measurements``)."""
     operations = (
-        ("_ndimage_sum_kernel", "cupyx.scipy.ndimage.sum_labels (also sum, center_of_mass)", _float_input),
-        ("_ndimage_mean_kernel", "cupyx.scipy.ndimage.mean (also variance, standard_deviation)", _float_input),
+        ("_ndimage_sum_kernel", "cupyx.scipy.ndimage.sum_labels (also sum, center_of_mass)", _inexact_input),
+        ("_ndimage_mean_kernel", "cupyx.scipy.ndimage.mean (also variance, standard_deviation)", _inexact_input),
         ("_ndimage_variance_kernel", "cupyx.scipy.ndimage.variance (also standard_deviation)", _always),
     )
     for kernel, operation, varies in operations:

@@ -4,8 +4,9 @@ whose result can vary from run to run (``algorithms.deterministic``, torch's
 
 As torch's ``alertNotDeterministic``: in a context where ``algorithms.deterministic`` is
 on, ``alert()`` raises ``RuntimeError``, or with ``algorithms.warn_only`` warns
-``NondeterministicAlgorithmWarning``, once per call site (the user's line that led to the
-launch, however deep inside CuPy the launch is). Elsewhere it costs one flag read.
+``NondeterministicAlgorithmWarning`` at the user's line that led to the launch (however deep
+inside CuPy the launch is), which Python's default filter shows once per call site.
+Elsewhere it costs one flag read.
 """
 
 from __future__ import annotations
@@ -26,11 +27,8 @@ class NondeterministicAlgorithmWarning(UserWarning):
     """Warned, instead of raising ``RuntimeError``, when a CuPy operation whose result can
     vary from run to run is launched where ``algorithms.deterministic`` and
     ``algorithms.warn_only`` are both on (torch warns a plain ``UserWarning`` there).
-    Once per call site and operation."""
-
-
-#: (operation, file name, line number) of the call sites already warned
-warned: set[tuple[str, str, int]] = set()
+    Python's warning filters decide how often it shows: under the default filter, once
+    per call site and operation."""
 
 
 def enabled() -> bool:
@@ -38,38 +36,47 @@ def enabled() -> bool:
     return bool(read("algorithms.deterministic"))
 
 
-def alert(operation: str, why: str) -> None:
+def alert(operation: str, why: str, remedy: str = "") -> None:
     """Refuse ``operation`` (a CuPy name as users call it, e.g. ``"cupy.bincount(x, weights)"``)
-    in a context where ``algorithms.deterministic`` is on; ``why`` says when its result varies.
+    in a context where ``algorithms.deterministic`` is on; ``why`` says when its result varies,
+    ``remedy`` (optional) how to make it deterministic instead.
 
     Raises:
         RuntimeError: ``algorithms.deterministic`` is on and ``algorithms.warn_only`` is off.
     """
     if not read("algorithms.deterministic"):
         return
+    fix = f" {remedy}." if remedy else ""
     if not read("algorithms.warn_only"):
         raise RuntimeError(
             f"{operation} does not have a deterministic implementation ({why}), but "
-            f"backends.algorithms.deterministic is True in this context. To allow it here, call it "
-            f"inside `{HOW_TO_ALLOW}`; or set warn_only=True to warn instead of raise."
+            f"backends.algorithms.deterministic is True in this context.{fix} To allow it here, call it "
+            f"inside `{HOW_TO_ALLOW}`; to warn instead of raise, use "
+            f"backends.algorithms.flags(warn_only=True)."
         )
-    frame, level = user_frame(LIBRARIES)
-    site = (operation, frame.f_code.co_filename, frame.f_lineno)
-    if site in warned:
-        return
-    warned.add(site)
+    # The user's line, however deep inside CuPy the launch is: the default filter then warns
+    # once per call site, "always" every time, "error" raises every time.
     warnings.warn(
         f"{operation} does not have a deterministic implementation ({why}), but "
-        f"backends.algorithms.deterministic is True (warn_only=True) in this context. To allow it "
+        f"backends.algorithms.deterministic is True (warn_only=True) in this context.{fix} To allow it "
         f"without this warning, call it inside `{HOW_TO_ALLOW}`.",
         NondeterministicAlgorithmWarning,
-        stacklevel=level,
+        stacklevel=user_frame(LIBRARIES)[1],
     )
 
 
 def kind(array: object) -> str:
     """NumPy's dtype kind of ``array`` (``"f"`` float, ``"c"`` complex, ...), or ``""``."""
     return str(getattr(getattr(array, "dtype", None), "kind", ""))
+
+
+def inexact_in_float64(array: object) -> bool:
+    """Whether adding ``array``'s values into float64 totals can depend on the order: float and
+    complex values, and 64-bit integers (which float64 does not hold exactly above 2**53).
+    Smaller integers and bools are exact there while the totals stay below 2**53."""
+    kind_ = kind(array)
+    itemsize = getattr(getattr(array, "dtype", None), "itemsize", 8)
+    return kind_ in ("f", "c") or (kind_ in ("i", "u") and itemsize >= 8)
 
 
 def guard(owner: Any, name: str, operation: str, why: str, varies: Callable[..., bool]) -> None:
