@@ -376,7 +376,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "cuDNN, NumPy's BLAS and OpenMP), and run a self-check of isolation across threads and "
         "asyncio tasks. Exits 1 if the self-check fails.",
     ).parse_args(argv)
-    print(f"backends {backends.__version__}: flags in this context (backends.describe())")
+    from backends._engine import accelerator
+
+    print(f"backends {backends.__version__}, engine: {accelerator.describe()}")
+    print("\nFlags in this context (backends.describe())")
     print("\n".join(flag_report()))
     print("\nIgnored BACKENDS_* variables (no flag reads them)")
     print("\n".join(ignored_report()))

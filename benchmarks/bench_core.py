@@ -45,6 +45,18 @@ def median_ns(stmt: str, namespace: dict[str, object], quick: bool) -> float:
     return statistics.median(t / number for t in timer.repeat(repeat=repeat, number=number)) * 1e9
 
 
+def paired_difference(base: list[float], other: list[float]) -> float:
+    """``other - base`` from back-to-back pairs of runs in which ``base`` ran first at even
+    indexes and second at odd ones: the mean of the median difference over each order, so that
+    an effect of going first or second (caches, the clock) cancels instead of deciding which
+    side of a two-humped distribution the overall median lands on."""
+    diffs = [o - b for b, o in zip(base, other, strict=True)]
+    firsts, seconds = diffs[0::2], diffs[1::2]
+    if not seconds:
+        return statistics.median(firsts)
+    return (statistics.median(firsts) + statistics.median(seconds)) / 2
+
+
 def import_time(quick: bool) -> tuple[float, bool, bool]:
     """Median seconds of ``import backends`` in fresh interpreters, and whether any of those
     imports pulled in NumPy or CuPy."""

@@ -1,4 +1,4 @@
-"""Smoke test of the benchmark script: it runs and prints every row. Timings are not asserted."""
+"""Smoke tests of the benchmark scripts: they run and print every row and target. Timings are not asserted."""
 
 from __future__ import annotations
 
@@ -47,9 +47,13 @@ def test_bench_sync_quick_prints_the_sync_cost_with_a_verdict() -> None:
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    line = next(line for line in result.stdout.splitlines() if line.startswith("backends.sync(), nothing changed"))
-    assert line.rstrip().endswith(("met", "MISSED")), line
+    lines = result.stdout.splitlines()
+    for row in ("backends.sync(), nothing changed", "cuBLAS wrapper check, nothing changed"):
+        line = next(line for line in lines if line.startswith(row))
+        assert line.rstrip().endswith(("met", "MISSED")), line
     assert "per GEMM" in result.stdout
+    assert "alternating pairs" in result.stdout  # wrapped and unwrapped GEMMs measured in turns
+    assert "C-speed" in result.stdout  # says that the stand-in's device query was replaced
 
 
 def test_bench_concurrency_quick_prints_the_task_step_cost_beside_a_sleep_round_trip() -> None:
@@ -77,9 +81,32 @@ COMPARE_ROWS = (
     "scope decimal.localcontext(prec=5)",
     "scope bare ContextVar.set()+reset()",
     "call through @backends.cudnn.flags(deterministic=True) (ours)",
+    "scope reused backends.cudnn.flags(deterministic=True), built once (ours)",
     "threads=1: per scope entry (ours)",
     "threads=8: per scope entry (ours)",
+    "task step, await asyncio.sleep(0), after backends.asyncio.install() (ours)",
+    "task step, await asyncio.sleep(0), no install()",
+    "task step, added by install() (ours)",
+    "cuBLAS wrapper check, nothing changed",
+    "stand-in cupy.matmul 64x64, wrapped (ours)",
+    "stand-in cupy.matmul 64x64, unwrapped",
+    "stand-in cupy.matmul 64x64, added by the wrappers (ours)",
 )
+#: The targets compare.py must print, each with our figure, the reference, ratio, limit and verdict.
+COMPARE_TARGETS = (
+    "flag read backends.cudnn.deterministic <= decimal.getcontext().prec",
+    'backends.cudnn.flags(deterministic=True) build+enter+exit < jax.default_matmul_precision("float32")',
+    "reused scope enter+exit <= 2.5x bare var.reset(var.set(1))",
+    'call through @backends.cudnn.flags(deterministic=True) < @numpy.errstate(all="ignore")',
+    "memory per live scope <= numpy.errstate's",
+    "asyncio task-step sync <= 100 ns added per step",
+    "cuBLAS wrapper check with nothing changed (backends.sync.cublas.prepare) <= 100 ns",
+    "added per stand-in 64x64 cupy.matmul, wrapped vs unwrapped in alternating rounds",
+    "import backends <= 15 ms, neither numpy nor cupy imported",
+    "build+enter+exit <= 0.15x torch.backends.cudnn.flags",
+)
+#: Targets measured with the standard library and NumPy alone (JAX and torch may be skipped).
+COMPARE_MEASURED_TARGETS = (0, 2, 3, 4, 5, 6, 7, 8)
 #: Rows that need torch or JAX: measured where installed, otherwise "skipped (...)".
 COMPARE_OPTIONAL = (
     "read torch.backends.cudnn.deterministic",
@@ -91,20 +118,47 @@ COMPARE_OPTIONAL = (
 
 @pytest.mark.parametrize("skip", ["", "torch,jax"], ids=["as-installed", "BENCH_SKIP=torch,jax"])
 def test_compare_quick_prints_ours_beside_the_others_and_skips_what_is_missing(skip: str, tmp_path: Path) -> None:
-    env = {**os.environ, "BENCH_SKIP": skip}
+    # The skipping run also asks for the pure-Python engine (which the engine itself reads) and
+    # writes its page to a temporary folder, so that both are checked without a third run.
+    env = {k: v for k, v in os.environ.items() if k != "BACKENDS_PURE_PYTHON"}
+    env["BENCH_SKIP"] = skip
+    output: list[str] = []
+    if skip:
+        env["BACKENDS_PURE_PYTHON"] = "1"
+        output = ["--output", str(tmp_path)]
     docs = ROOT / "docs" / "benchmarks.md"
     before = docs.read_bytes() if docs.exists() else None
     result = subprocess.run(
-        [sys.executable, "benchmarks/compare.py", "--quick"],
+        [sys.executable, "benchmarks/compare.py", "--quick", *output],
         cwd=ROOT, capture_output=True, text=True, timeout=300, env=env,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
+    if skip:
+        assert "engine: pure Python (BACKENDS_PURE_PYTHON=1)" in lines[0], lines[0]
+    else:
+        assert "engine: compiled" in lines[0] or "engine: pure Python" in lines[0], lines[0]
+    for index, name in enumerate(COMPARE_TARGETS):
+        line = next((line for line in lines if line.startswith(f"target: {name}: ")), None)
+        assert line is not None, f"no target {name!r} in:\n{result.stdout}"
+        for field in ("ours ", "reference ", "ratio ", "limit "):
+            assert f"; {field}" in line or f": {field}" in line, (field, line)
+        assert line.rstrip().endswith(("  met", "  MISSED", "  not measured", "  reported")), line
+        if index in COMPARE_MEASURED_TARGETS:
+            assert not line.endswith("not measured"), line
+    imported = next(line for line in lines if line.startswith("target: import backends"))
+    assert "numpy imported: " in imported and "cupy imported: " in imported, imported
+    if skip:
+        page = (tmp_path / "benchmarks.md").read_text(encoding="utf-8")
+        assert "| target | ours | reference | ratio | limit | verdict |" in page
+        assert all(f"| {name} |" in page for name in COMPARE_TARGETS)
+        assert "Engine: pure Python (BACKENDS_PURE_PYTHON=1)" in page
     for row in COMPARE_ROWS:
         line = next((line for line in lines if line.startswith(row)), None)
         assert line is not None, f"no {row!r} row in:\n{result.stdout}"
         assert " ns " in line, f"not measured: {line!r}"
     assert any(line.startswith("memory per live scope") and "(ours)" in line and " B " in line for line in lines)
+    assert any(line.startswith("import backends, fresh interpreter") and " ms " in line for line in lines)
     for row in COMPARE_OPTIONAL:
         line = next((line for line in lines if line.startswith(row)), None)
         assert line is not None, f"no {row!r} row in:\n{result.stdout}"

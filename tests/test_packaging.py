@@ -58,7 +58,7 @@ def test_the_classifiers(project: dict) -> None:
 
 def test_the_sdist_includes_are_anchored_to_the_root(project: dict) -> None:
     include = project["tool"]["hatch"]["build"]["targets"]["sdist"]["include"]
-    assert include == ["/backends", "/README.md", "/CHANGELOG.md", "/LICENSE"]
+    assert include == ["/backends", "/hatch_build.py", "/README.md", "/CHANGELOG.md", "/LICENSE"]
 
 
 def tracked_text_files() -> list[Path]:

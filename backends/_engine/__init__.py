@@ -3,3 +3,5 @@
 
 Nothing here knows CuPy, NumPy or any integration: those build on the engine.
 """
+
+from .accelerator import ACCELERATED as ACCELERATED

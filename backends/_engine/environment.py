@@ -14,6 +14,9 @@ _PREFIX = "BACKENDS_"
 #: nothing (0.30), DETERMINISTIC is not near CUDNN_DETERMINISTIC (0.81).
 NEAR = 0.85
 
+#: Variables of the engine itself, not flags (``accelerator.py``): never "ignored".
+ENGINE_VARIABLES = ("BACKENDS_PURE_PYTHON",)
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -95,7 +98,7 @@ def ignored(environ: Mapping[str, str]) -> list[tuple[str, str | None]]:
     that starts with ``BACKENDS_`` (in any case) and is no flag's variable, sorted by name.
     ``read()`` ignores them all; ``python -m backends`` lists them."""
     by_suffix = {flag.env_var[len(_PREFIX):]: flag.env_var for flag in FLAGS}
-    variables = set(by_suffix.values())
+    variables = {*by_suffix.values(), *ENGINE_VARIABLES}
     found = []
     for name in sorted(n for n in environ if n.upper().startswith(_PREFIX) and n not in variables):
         near = closest(name[len(_PREFIX):].upper(), by_suffix, cutoff=NEAR)

@@ -14,13 +14,22 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from . import state
+from .accelerator import speedups
 from .errors import TORCH_ONLY, UnknownFlagError, closest, nearest, not_scoped, show
 from .scope import Scope
 from .state import assign, current
 from .table import FLAGS, NAMES, VIEWS, Flag, View
 
 
-def _flag_property(flag: Flag) -> property:
+def _flag_property(flag: Flag) -> Any:
+    """The flag's attribute: a property (the reference), or with the compiled accelerator a
+    descriptor that reads in C what the property's getter reads, and for everything else
+    (setting, deleting, reading it on the class, its ``__doc__``) is that property."""
+    prop = _reference_property(flag)
+    return prop if speedups is None else speedups.FlagDescriptor(flag.name, prop)
+
+
+def _reference_property(flag: Flag) -> property:
     name = flag.name
 
     # The hot path: one ContextVar.get and one or two dict lookups.

@@ -23,10 +23,12 @@ import functools
 import types
 from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterator, Mapping
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from . import state
+from .accelerator import speedups
 from .errors import show
-from .state import ENTRY, check_mapping, current, effective, overrides
+from .state import ENTRY, NO_SCOPE, check_mapping, current, effective, overrides
 from .table import NAMES, Value
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -40,7 +42,20 @@ _DEFERRED_ABCS = (Coroutine, Generator, AsyncGenerator)
 _CO_ITERABLE_COROUTINE = 0x100  # inspect.CO_ITERABLE_COROUTINE (@types.coroutine), without inspect
 
 
-class Scope:
+if speedups is not None:
+    with state._lock:  # no default is written between handing these over and the hook
+        speedups.configure(overrides, NO_SCOPE, state.published, ENTRY)
+        state.on_publish = speedups.publish
+if TYPE_CHECKING or speedups is None:
+    _Base = object
+    _SLOTS: tuple[str, ...] = ("__weakref__", "_label", "_overrides")
+else:
+    # __enter__ and __exit__ (the common case) in C; every other case in _exit_slow below.
+    _Base = speedups.ScopeCore
+    _SLOTS = ("__weakref__", "_label")  # _overrides is the C base's
+
+
+class Scope(_Base):
     """A scope overriding some flags: ``with``, ``async with`` or ``@decorator``.
 
     Build one with ``backends.flags(mapping)``, ``backends.cudnn.flags(...)``,
@@ -58,7 +73,8 @@ class Scope:
     Pickles as its overrides and label, validated again on load like construction.
     """
 
-    __slots__ = ("__weakref__", "_label", "_overrides")
+    __slots__ = _SLOTS
+    _overrides: dict[str, Value]
 
     def __init__(self, overrides: Mapping[str, Any], label: str | None = None) -> None:
         """``overrides`` maps dotted flag names to values; checked like ``backends.flags()``.
@@ -89,7 +105,10 @@ class Scope:
         return self._label or f"backends.flags({self._overrides!r})"
 
     # -- context manager -------------------------------------------------
-    def __enter__(self) -> Scope:
+    # The reference definitions. With the compiled accelerator, the C base class's __enter__
+    # and __exit__ are used instead (same behaviour: its __exit__ calls _exit_slow for every
+    # case but "this scope is the innermost entry of this context").
+    def _enter(self) -> Scope:
         parent = current()
         frame = {**parent, **self._overrides}
         try:
@@ -104,7 +123,7 @@ class Scope:
             raise
         return self
 
-    def __exit__(
+    def _exit_slow(
         self,
         exc_type: type[BaseException] | None = None,
         exc: BaseException | None = None,
@@ -123,6 +142,10 @@ class Scope:
                 f"thread or asyncio/trio task); a scope must be exited in the context "
                 f"that entered it"
             ) from None
+
+    if speedups is None:
+        __enter__ = _enter
+        __exit__ = _exit_slow
 
     def _enclosing_token(self, innermost: Scope | None, exc_type: type[BaseException] | None) -> Any:
         """This scope's token when an exception is in flight and this scope is in the

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, NamedTuple
 
@@ -34,6 +34,10 @@ NO_SCOPE: dict[Any, Any] = {}
 
 overrides: ContextVar[dict[Any, Any]] = ContextVar("backends.overrides", default=NO_SCOPE)
 current = overrides.get
+# Set in the importing context (its value is the default): a ContextVar caches only a value
+# that is set, so reads there and in the contexts copied from it (asyncio tasks) take the
+# cached path, as decimal's context does after its first getcontext().
+overrides.set(NO_SCOPE)
 
 #: Built-in defaults after environment variables; ``reset_defaults()`` returns here.
 BUILTIN: dict[str, Value] = {flag.name: flag.default for flag in FLAGS}
@@ -49,6 +53,9 @@ SOURCES = None
 #: The process defaults: dotted name -> value, plus ``SOURCES``. Never changed in place:
 #: ``_write_defaults`` rebinds it. Read it ONCE per call (``published = state.published``).
 published: dict[Any, Any] = {**BUILTIN, SOURCES: dict(BUILTIN_SOURCE)}
+#: Called with every new ``published`` right before it is bound (the compiled accelerator
+#: keeps a reference to the current defaults instead of looking the global up on each read).
+on_publish: Callable[[dict[Any, Any]], None] | None = None
 #: Serialises writers (so none is lost). Re-entrant, so that a signal handler that writes a
 #: default, or forks, while its thread is writing one does not deadlock. See "fork" below.
 _lock = threading.RLock()
@@ -98,7 +105,10 @@ def _write_defaults(values: Mapping[str, Value], sources: Mapping[str, str]) -> 
     global published, version
     with _lock:
         old = published
-        published = {**old, **values, SOURCES: {**old[SOURCES], **sources}}
+        new = {**old, **values, SOURCES: {**old[SOURCES], **sources}}
+        if on_publish is not None:
+            on_publish(new)
+        published = new
         version += 1
 
 

@@ -1,0 +1,397 @@
+/* The compiled path of the engine's two hot operations: reading a flag and entering and
+ * exiting a scope. The pure-Python engine (state.py, scope.py, namespace.py) is the reference
+ * and defines every behaviour; this file only does, faster, the common case of each:
+ *
+ *   FlagDescriptor.__get__  the current frame's override, else the process default
+ *                           (namespace.py's property getter, line for line; state.py hands
+ *                           every new defaults dict to publish() before binding it);
+ *   ScopeCore.__enter__     publish {**parent, **overrides, ENTRY: (scope, token)} (scope.py);
+ *   ScopeCore.__exit__      reset the token when this scope is the innermost entry; anything
+ *                           else (an out-of-order exit, another context, an exception walking
+ *                           the chain) is handed to the pure-Python Scope._exit_slow.
+ *
+ * Setting and deleting a flag attribute, and reading it on the class, go to the property the
+ * pure path would use. No Python code runs between publishing a frame and recording its entry,
+ * so no signal handler can see a half-entered scope (the pure path needs a try/except there).
+ * Built for the GIL build of CPython only (see hatch_build.py).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+/* Set by configure(): the ContextVar of frames, its default (the empty frame) and ENTRY; and
+ * the process defaults, state.published, which publish() replaces at every write. */
+static PyObject *overrides_var = NULL;
+static PyObject *no_scope = NULL;
+static PyObject *published = NULL;
+static PyObject *entry_key = NULL;
+static PyObject *str_exit_slow = NULL;
+
+static int
+configured(void)
+{
+    if (overrides_var == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "backends._engine._speedups is not configured");
+        return 0;
+    }
+    return 1;
+}
+
+/* -- flag reads ------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *name;      /* the dotted flag name */
+    PyObject *property;  /* the pure path's property: class access, setting, deleting, __doc__ */
+} FlagDescriptor;
+
+static PyObject *
+flag_get(PyObject *op, PyObject *obj, PyObject *type)
+{
+    FlagDescriptor *self = (FlagDescriptor *)op;
+    if (obj == NULL || obj == Py_None) {
+        Py_INCREF(self->property);
+        return self->property;
+    }
+    if (!configured()) {
+        return NULL;
+    }
+    PyObject *frame;
+    if (PyContextVar_Get(overrides_var, no_scope, &frame) < 0) {
+        return NULL;
+    }
+    PyObject *value = PyDict_GetItemWithError(frame, self->name); /* borrowed */
+    if (value != NULL) {
+        Py_INCREF(value);
+        Py_DECREF(frame);
+        return value;
+    }
+    Py_DECREF(frame);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    return PyObject_GetItem(published, self->name); /* a new reference; KeyError if missing */
+}
+
+static int
+flag_set(PyObject *op, PyObject *obj, PyObject *value)
+{
+    FlagDescriptor *self = (FlagDescriptor *)op;
+    descrsetfunc set = Py_TYPE(self->property)->tp_descr_set;
+    return set(self->property, obj, value);
+}
+
+static int
+flag_init(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    FlagDescriptor *self = (FlagDescriptor *)op;
+    static char *keywords[] = {"name", "property", NULL};
+    PyObject *name, *property;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UO:FlagDescriptor", keywords, &name, &property)) {
+        return -1;
+    }
+    if (Py_TYPE(property)->tp_descr_set == NULL) {
+        PyErr_SetString(PyExc_TypeError, "FlagDescriptor needs a data descriptor (a property)");
+        return -1;
+    }
+    Py_INCREF(name);
+    Py_XSETREF(self->name, name);
+    Py_INCREF(property);
+    Py_XSETREF(self->property, property);
+    return 0;
+}
+
+static int
+flag_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    FlagDescriptor *self = (FlagDescriptor *)op;
+    Py_VISIT(self->name);
+    Py_VISIT(self->property);
+    return 0;
+}
+
+static int
+flag_clear(PyObject *op)
+{
+    FlagDescriptor *self = (FlagDescriptor *)op;
+    Py_CLEAR(self->name);
+    Py_CLEAR(self->property);
+    return 0;
+}
+
+static void
+flag_dealloc(PyObject *op)
+{
+    PyObject_GC_UnTrack(op);
+    flag_clear(op);
+    Py_TYPE(op)->tp_free(op);
+}
+
+static PyObject *
+flag_doc(PyObject *op, void *closure)
+{
+    return PyObject_GetAttrString(((FlagDescriptor *)op)->property, "__doc__");
+}
+
+static PyMemberDef flag_members[] = {
+    {"name", T_OBJECT, offsetof(FlagDescriptor, name), READONLY, "the dotted flag name"},
+    {"property", T_OBJECT, offsetof(FlagDescriptor, property), READONLY, "the pure-Python property"},
+    {NULL},
+};
+
+static PyGetSetDef flag_getset[] = {
+    {"__doc__", flag_doc, NULL, NULL, NULL},
+    {NULL},
+};
+
+static PyTypeObject FlagDescriptorType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "backends._engine._speedups.FlagDescriptor",
+    .tp_basicsize = sizeof(FlagDescriptor),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A flag attribute: reads in C, everything else through the pure path's property.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = flag_init,
+    .tp_traverse = flag_traverse,
+    .tp_clear = flag_clear,
+    .tp_dealloc = flag_dealloc,
+    .tp_descr_get = flag_get,
+    .tp_descr_set = flag_set,
+    .tp_members = flag_members,
+    .tp_getset = flag_getset,
+};
+
+/* -- scope entry and exit --------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *overrides; /* Scope._overrides: a dict of checked values, never changed once set */
+} ScopeCore;
+
+static PyObject *
+scope_enter(PyObject *op, PyObject *unused)
+{
+    ScopeCore *self = (ScopeCore *)op;
+    if (!configured()) {
+        return NULL;
+    }
+    if (self->overrides == NULL || !PyDict_Check(self->overrides)) {
+        PyErr_SetString(PyExc_AttributeError, "_overrides");
+        return NULL;
+    }
+    PyObject *parent;
+    if (PyContextVar_Get(overrides_var, no_scope, &parent) < 0) {
+        return NULL;
+    }
+    /* {**parent, **overrides}: below no other scope, a copy of the overrides alone (one
+     * allocation of a table that also has room for the entry) */
+    PyObject *frame = PyDict_Copy(PyDict_GET_SIZE(parent) == 0 ? self->overrides : parent);
+    int below_none = PyDict_GET_SIZE(parent) == 0;
+    Py_DECREF(parent);
+    if (frame == NULL) {
+        return NULL;
+    }
+    /* The entry is made first, as (scope, None), and its token filled in right after
+     * publishing: nothing can exit this scope in between (no Python code runs here but a
+     * garbage collection's finalisers, which then see a whole tuple). */
+    PyObject *entry = PyTuple_Pack(2, op, Py_None);
+    if (entry == NULL || (!below_none && PyDict_Update(frame, self->overrides) < 0) ||
+        PyDict_SetItem(frame, entry_key, entry) < 0) {
+        Py_XDECREF(entry);
+        Py_DECREF(frame);
+        return NULL;
+    }
+    PyObject *token = PyContextVar_Set(overrides_var, frame);
+    Py_DECREF(frame); /* the context holds it now */
+    if (token == NULL) {
+        Py_DECREF(entry);
+        return NULL;
+    }
+    PyObject *none = PyTuple_GET_ITEM(entry, 1);
+    PyTuple_SET_ITEM(entry, 1, token); /* the tuple takes our reference; only the frame shares it */
+    Py_DECREF(none);
+    Py_DECREF(entry); /* the frame holds it */
+    Py_INCREF(self);
+    return (PyObject *)self;
+}
+
+static PyObject *
+exit_slow(PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    /* Scope._exit_slow(*args, **kwargs): every case but the common one, in Python */
+    Py_ssize_t total = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
+    PyObject **call = PyMem_Malloc((size_t)(total + 1) * sizeof(PyObject *));
+    if (call == NULL) {
+        return PyErr_NoMemory();
+    }
+    call[0] = op;
+    for (Py_ssize_t i = 0; i < total; i++) {
+        call[1 + i] = args[i];
+    }
+    PyObject *result = PyObject_VectorcallMethod(str_exit_slow, call, (size_t)(1 + nargs), kwnames);
+    PyMem_Free(call);
+    return result;
+}
+
+static PyObject *
+scope_exit(PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (!configured()) {
+        return NULL;
+    }
+    if (nargs > 3 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)) {
+        return exit_slow(op, args, nargs, kwnames); /* the pure path's TypeError, or keywords */
+    }
+    PyObject *frame;
+    if (PyContextVar_Get(overrides_var, no_scope, &frame) < 0) {
+        return NULL;
+    }
+    PyObject *entry = PyDict_GetItemWithError(frame, entry_key); /* borrowed from the frame */
+    if (entry != NULL && PyTuple_CheckExact(entry) && PyTuple_GET_SIZE(entry) == 2 &&
+        PyTuple_GET_ITEM(entry, 0) == op) {
+        PyObject *token = PyTuple_GET_ITEM(entry, 1);
+        Py_INCREF(token);
+        Py_DECREF(frame);
+        int failed = PyContextVar_Reset(overrides_var, token);
+        Py_DECREF(token);
+        if (!failed) {
+            Py_RETURN_NONE;
+        }
+        /* a token of another context, or one already used: the pure path says which */
+        if (!PyErr_ExceptionMatches(PyExc_ValueError) && !PyErr_ExceptionMatches(PyExc_RuntimeError)) {
+            return NULL;
+        }
+        PyErr_Clear();
+    }
+    else {
+        Py_DECREF(frame);
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    return exit_slow(op, args, nargs, NULL);
+}
+
+static int
+scope_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    Py_VISIT(((ScopeCore *)op)->overrides);
+    return 0;
+}
+
+static int
+scope_clear(PyObject *op)
+{
+    Py_CLEAR(((ScopeCore *)op)->overrides);
+    return 0;
+}
+
+static void
+scope_dealloc(PyObject *op)
+{
+    /* (Python subclasses' own dealloc untracks, calls this, and releases their type) */
+    PyObject_GC_UnTrack(op);
+    scope_clear(op);
+    Py_TYPE(op)->tp_free(op);
+}
+
+static PyMethodDef scope_methods[] = {
+    {"__enter__", scope_enter, METH_NOARGS, "Enter the scope (see backends.Scope)."},
+    {"__exit__", (PyCFunction)(void (*)(void))scope_exit, METH_FASTCALL | METH_KEYWORDS,
+     "Exit the scope (see backends.Scope)."},
+    {NULL},
+};
+
+static PyMemberDef scope_members[] = {
+    {"_overrides", T_OBJECT_EX, offsetof(ScopeCore, overrides), 0, "the flags this scope sets"},
+    {NULL},
+};
+
+static PyTypeObject ScopeCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "backends._engine._speedups.ScopeCore",
+    .tp_basicsize = sizeof(ScopeCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The compiled entry and exit of backends.Scope.",
+    /* tp_new: object's (set at init), so object.__new__(Scope), copyreg's way of unpickling
+     * slot state, works as on the pure path, and Scope.__setstate__ validates what it loads */
+    .tp_traverse = scope_traverse,
+    .tp_clear = scope_clear,
+    .tp_dealloc = scope_dealloc,
+    .tp_methods = scope_methods,
+    .tp_members = scope_members,
+};
+
+/* -- module ------------------------------------------------------------------------------ */
+
+static PyObject *
+configure(PyObject *module, PyObject *args)
+{
+    PyObject *var, *empty, *defaults, *entry;
+    if (!PyArg_ParseTuple(args, "O!O!O!O:configure", &PyContextVar_Type, &var, &PyDict_Type, &empty, &PyDict_Type,
+                          &defaults, &entry)) {
+        return NULL;
+    }
+    Py_INCREF(var);
+    Py_XSETREF(overrides_var, var);
+    Py_INCREF(empty);
+    Py_XSETREF(no_scope, empty);
+    Py_INCREF(defaults);
+    Py_XSETREF(published, defaults);
+    Py_INCREF(entry);
+    Py_XSETREF(entry_key, entry);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+publish(PyObject *module, PyObject *defaults)
+{
+    if (!PyDict_Check(defaults)) {
+        PyErr_SetString(PyExc_TypeError, "publish() takes the new defaults dict");
+        return NULL;
+    }
+    Py_INCREF(defaults);
+    Py_XSETREF(published, defaults);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"configure", configure, METH_VARARGS,
+     "configure(overrides, NO_SCOPE, published, ENTRY): the engine's ContextVar, its default, "
+     "the process defaults and the entry key."},
+    {"publish", publish, METH_O, "publish(defaults): the new process defaults (state.on_publish)."},
+    {NULL},
+};
+
+static struct PyModuleDef speedups_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "backends._engine._speedups",
+    .m_doc = "The compiled path of the engine's flag reads and scope entry and exit (see the C source).",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    ScopeCoreType.tp_new = PyBaseObject_Type.tp_new;
+    if (PyType_Ready(&FlagDescriptorType) < 0 || PyType_Ready(&ScopeCoreType) < 0) {
+        return NULL;
+    }
+    str_exit_slow = PyUnicode_InternFromString("_exit_slow");
+    if (str_exit_slow == NULL) {
+        return NULL;
+    }
+    PyObject *module = PyModule_Create(&speedups_module);
+    if (module == NULL) {
+        return NULL;
+    }
+    Py_INCREF(&FlagDescriptorType);
+    Py_INCREF(&ScopeCoreType);
+    if (PyModule_AddObject(module, "FlagDescriptor", (PyObject *)&FlagDescriptorType) < 0 ||
+        PyModule_AddObject(module, "ScopeCore", (PyObject *)&ScopeCoreType) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

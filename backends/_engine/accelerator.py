@@ -1,0 +1,59 @@
+"""Which path the engine's hot operations take: the compiled accelerator or pure Python.
+
+``backends/_engine/_speedups.c`` does the common case of a flag read and of a scope's entry
+and exit in C, and hands every other case (errors, refused exits, exits while an exception is
+in flight) to the pure-Python code in ``state``, ``scope`` and ``namespace``, which defines
+the behaviour: the pure path is the reference, as ``_pydecimal`` is for ``_decimal``. The
+accelerator is built by ``pip install`` where a C compiler is available (``hatch_build.py``);
+elsewhere the package is pure Python and behaves the same.
+
+``BACKENDS_PURE_PYTHON=1`` (or ``true``/``yes``/``on``, in any case) selects the pure path even
+where the accelerator is installed; ``0``/``false``/``no``/``off`` or unset, the accelerator when
+there is one. Read once, at ``import backends``. Any other value warns and counts as unset.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
+
+from .environment import _FALSE, _TRUE
+from .errors import brief
+
+VARIABLE = "BACKENDS_PURE_PYTHON"
+
+
+def _pure_python_wanted(text: str) -> bool:
+    word = text.strip().lower()
+    if word in _TRUE:
+        return True
+    if word and word not in _FALSE:
+        warnings.warn(
+            f"{VARIABLE}={brief(text)} is ignored: it takes 1/0/true/false/yes/no/on/off in any case",
+            UserWarning,
+            stacklevel=2,
+        )
+    return False
+
+
+speedups: Any = None
+#: why the pure path is in use (``""`` when the accelerator is)
+reason = ""
+if _pure_python_wanted(os.environ.get(VARIABLE, "")):
+    reason = f"{VARIABLE} is set"
+else:
+    try:
+        from . import _speedups as speedups  # type: ignore[attr-defined, no-redef]
+    except ImportError:  # not built: no C compiler at install, or a source checkout never built
+        reason = "the compiled accelerator is not installed"
+
+#: whether the compiled accelerator is in use
+ACCELERATED = speedups is not None
+
+
+def describe() -> str:
+    """One line for ``python -m backends``: which path is in use, and why."""
+    if ACCELERATED:
+        return "compiled accelerator (C, backends._engine._speedups)"
+    return f"pure Python ({reason})"
