@@ -106,9 +106,9 @@ class Scope(_Base):
 
     # -- context manager -------------------------------------------------
     # The reference definitions. With the compiled accelerator, the C base class's __enter__
-    # and __exit__ are used instead (same behaviour: its __exit__ calls _exit_slow for every
-    # case but "this scope is the innermost entry of this context").
-    def _enter(self) -> Scope:
+    # and __exit__ are used instead (same behaviour: its __exit__ calls _exit_slow, this
+    # __exit__, for every case but "this scope is the innermost entry of this context").
+    def __enter__(self) -> Scope:
         parent = current()
         frame = {**parent, **self._overrides}
         try:
@@ -123,7 +123,7 @@ class Scope(_Base):
             raise
         return self
 
-    def _exit_slow(
+    def __exit__(
         self,
         exc_type: type[BaseException] | None = None,
         exc: BaseException | None = None,
@@ -143,9 +143,9 @@ class Scope(_Base):
                 f"that entered it"
             ) from None
 
-    if speedups is None:
-        __enter__ = _enter
-        __exit__ = _exit_slow
+    _exit_slow = __exit__
+    if speedups is not None:  # the C base class's take over
+        del __enter__, __exit__
 
     def _enclosing_token(self, innermost: Scope | None, exc_type: type[BaseException] | None) -> Any:
         """This scope's token when an exception is in flight and this scope is in the
