@@ -8,7 +8,9 @@
  *   ScopeCore.__enter__     publish {**parent, **overrides, ENTRY: (scope, token)} (scope.py);
  *   ScopeCore.__exit__      reset the token when this scope is the innermost entry; anything
  *                           else (an out-of-order exit, another context, an exception walking
- *                           the chain) is handed to the pure-Python Scope._exit_slow.
+ *                           the chain) is handed to the pure-Python Scope._exit_slow;
+ *   FastFlags               a namespace's flags(one_bool_keyword=True): the scope made at
+ *                           import; any other call is the pure path's flags().
  *
  * Setting and deleting a flag attribute, and reading it on the class, go to the property the
  * pure path would use. No Python code runs between publishing a frame and recording its entry,
@@ -43,6 +45,9 @@ typedef struct {
     PyObject_HEAD
     PyObject *name;      /* the dotted flag name */
     PyObject *property;  /* the pure path's property: class access, setting, deleting, __doc__ */
+    /* The last read: its frame and defaults (held, so their addresses cannot be reused) and
+     * the value they gave. Frames and defaults are never changed once published. */
+    PyObject *last_frame, *last_published, *last_value;
 } FlagDescriptor;
 
 static PyObject *
@@ -60,17 +65,33 @@ flag_get(PyObject *op, PyObject *obj, PyObject *type)
     if (PyContextVar_Get(overrides_var, no_scope, &frame) < 0) {
         return NULL;
     }
-    PyObject *value = PyDict_GetItemWithError(frame, self->name); /* borrowed */
-    if (value != NULL) {
-        Py_INCREF(value);
+    if (frame == self->last_frame && published == self->last_published) {
         Py_DECREF(frame);
-        return value;
+        Py_INCREF(self->last_value);
+        return self->last_value;
     }
-    Py_DECREF(frame);
-    if (PyErr_Occurred()) {
-        return NULL;
+    PyObject *value = PyDict_GetItemWithError(frame, self->name); /* borrowed */
+    if (value == NULL) {
+        if (PyErr_Occurred()) {
+            Py_DECREF(frame);
+            return NULL;
+        }
+        value = PyDict_GetItemWithError(published, self->name);
+        if (value == NULL) {
+            Py_DECREF(frame);
+            if (!PyErr_Occurred()) {
+                PyErr_SetObject(PyExc_KeyError, self->name);
+            }
+            return NULL;
+        }
     }
-    return PyObject_GetItem(published, self->name); /* a new reference; KeyError if missing */
+    Py_INCREF(published);
+    Py_XSETREF(self->last_published, published);
+    Py_INCREF(value);
+    Py_XSETREF(self->last_value, value);
+    Py_XSETREF(self->last_frame, frame); /* takes our reference */
+    Py_INCREF(value);
+    return value;
 }
 
 static int
@@ -107,6 +128,9 @@ flag_traverse(PyObject *op, visitproc visit, void *arg)
     FlagDescriptor *self = (FlagDescriptor *)op;
     Py_VISIT(self->name);
     Py_VISIT(self->property);
+    Py_VISIT(self->last_frame);
+    Py_VISIT(self->last_published);
+    Py_VISIT(self->last_value);
     return 0;
 }
 
@@ -116,6 +140,9 @@ flag_clear(PyObject *op)
     FlagDescriptor *self = (FlagDescriptor *)op;
     Py_CLEAR(self->name);
     Py_CLEAR(self->property);
+    Py_CLEAR(self->last_frame);
+    Py_CLEAR(self->last_published);
+    Py_CLEAR(self->last_value);
     return 0;
 }
 
@@ -322,6 +349,119 @@ static PyTypeObject ScopeCoreType = {
     .tp_members = scope_members,
 };
 
+/* -- namespace flags(...) ---------------------------------------------------------------- */
+
+/* The common call of a namespace's flags(): one bool keyword, flags(deterministic=True). Its
+ * scopes are made once, at import (namespace.py's `single` table); every other call goes to
+ * the pure path's flags(), which this object also is for every attribute (its __doc__,
+ * __wrapped__ for inspect.signature, __name__, ...). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *single;   /* {keyword: (scope for False, scope for True)} */
+    PyObject *fallback; /* namespace.py's flags() */
+    vectorcallfunc vectorcall;
+} FastFlags;
+
+static PyObject *
+fastflags_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    FastFlags *self = (FastFlags *)op;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs == 0 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == 1) {
+        PyObject *value = args[0];
+        if (value == Py_True || value == Py_False) {
+            PyObject *keyword = PyTuple_GET_ITEM(kwnames, 0);
+            /* an exact str only: a str subclass's own __eq__/__hash__ never run here */
+            PyObject *pair = PyUnicode_CheckExact(keyword) ? PyDict_GetItemWithError(self->single, keyword) : NULL;
+            if (pair != NULL && PyTuple_CheckExact(pair) && PyTuple_GET_SIZE(pair) == 2) {
+                PyObject *scope = PyTuple_GET_ITEM(pair, value == Py_True ? 1 : 0);
+                Py_INCREF(scope);
+                return scope;
+            }
+            if (PyErr_Occurred()) {
+                return NULL;
+            }
+        }
+    }
+    return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+}
+
+static int
+fastflags_init(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    FastFlags *self = (FastFlags *)op;
+    static char *keywords[] = {"single", "fallback", NULL};
+    PyObject *single, *fallback;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O:FastFlags", keywords, &PyDict_Type, &single, &fallback)) {
+        return -1;
+    }
+    Py_INCREF(single);
+    Py_XSETREF(self->single, single);
+    Py_INCREF(fallback);
+    Py_XSETREF(self->fallback, fallback);
+    self->vectorcall = fastflags_vectorcall;
+    return 0;
+}
+
+static PyObject *
+fastflags_call(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    return PyObject_Call(((FastFlags *)op)->fallback, args, kwargs);
+}
+
+static PyObject *
+fastflags_getattro(PyObject *op, PyObject *name)
+{
+    /* everything but the call is the pure path's function's */
+    return PyObject_GetAttr(((FastFlags *)op)->fallback, name);
+}
+
+static int
+fastflags_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    Py_VISIT(((FastFlags *)op)->single);
+    Py_VISIT(((FastFlags *)op)->fallback);
+    return 0;
+}
+
+static int
+fastflags_clear(PyObject *op)
+{
+    Py_CLEAR(((FastFlags *)op)->single);
+    Py_CLEAR(((FastFlags *)op)->fallback);
+    return 0;
+}
+
+static void
+fastflags_dealloc(PyObject *op)
+{
+    PyObject_GC_UnTrack(op);
+    fastflags_clear(op);
+    Py_TYPE(op)->tp_free(op);
+}
+
+static PyObject *
+fastflags_repr(PyObject *op)
+{
+    return PyObject_Repr(((FastFlags *)op)->fallback);
+}
+
+static PyTypeObject FastFlagsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "backends._engine._speedups.FastFlags",
+    .tp_basicsize = sizeof(FastFlags),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(FastFlags, vectorcall),
+    .tp_call = fastflags_call,
+    .tp_new = PyType_GenericNew,
+    .tp_init = fastflags_init,
+    .tp_getattro = fastflags_getattro,
+    .tp_repr = fastflags_repr,
+    .tp_traverse = fastflags_traverse,
+    .tp_clear = fastflags_clear,
+    .tp_dealloc = fastflags_dealloc,
+};
+
 /* -- module ------------------------------------------------------------------------------ */
 
 static PyObject *
@@ -375,7 +515,8 @@ PyMODINIT_FUNC
 PyInit__speedups(void)
 {
     ScopeCoreType.tp_new = PyBaseObject_Type.tp_new;
-    if (PyType_Ready(&FlagDescriptorType) < 0 || PyType_Ready(&ScopeCoreType) < 0) {
+    if (PyType_Ready(&FlagDescriptorType) < 0 || PyType_Ready(&ScopeCoreType) < 0 ||
+        PyType_Ready(&FastFlagsType) < 0) {
         return NULL;
     }
     str_exit_slow = PyUnicode_InternFromString("_exit_slow");
@@ -388,8 +529,10 @@ PyInit__speedups(void)
     }
     Py_INCREF(&FlagDescriptorType);
     Py_INCREF(&ScopeCoreType);
+    Py_INCREF(&FastFlagsType);
     if (PyModule_AddObject(module, "FlagDescriptor", (PyObject *)&FlagDescriptorType) < 0 ||
-        PyModule_AddObject(module, "ScopeCore", (PyObject *)&ScopeCoreType) < 0) {
+        PyModule_AddObject(module, "ScopeCore", (PyObject *)&ScopeCoreType) < 0 ||
+        PyModule_AddObject(module, "FastFlags", (PyObject *)&FastFlagsType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -29,7 +29,7 @@ VIEWS_BY_NAME = {view.name: view for view in VIEWS}
 #: A frame is a plain dict: dotted name -> override, plus the key ``ENTRY`` whose
 #: value is ``(scope, token)`` for the innermost scope entry of this context.
 #: Plain dicts copy fastest (``{**parent, **overrides}``), which is the cost of entry.
-ENTRY = None
+ENTRY = ""  # a str (no flag has that name): a frame keeps a str-only table, half the size
 NO_SCOPE: dict[Any, Any] = {}
 
 overrides: ContextVar[dict[Any, Any]] = ContextVar("backends.overrides", default=NO_SCOPE)
