@@ -7,14 +7,16 @@ and torch's function-shaped spellings.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ._engine.errors import show
 from ._engine.namespace import Namespace
 from ._engine.scope import Scope
 from ._engine.state import assign, read
 from .availability import cpu
 from .availability import cuda as cuda_info
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see _engine/record.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 _NO_CUDA = "CUDA is not available (backends.cuda.is_available() is False)"
 

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any
 
 from .environment import _FALSE, _TRUE
 from .errors import brief
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see _engine/record.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 VARIABLE = "BACKENDS_PURE_PYTHON"
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, ClassVar
 
 from . import state
 from .accelerator import speedups
@@ -19,6 +18,10 @@ from .errors import TORCH_ONLY, UnknownFlagError, closest, nearest, not_scoped, 
 from .scope import Scope
 from .state import assign, current
 from .table import FLAGS, NAMES, VIEWS, Flag, View
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see record.py)
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
 
 def _flag_property(flag: Flag) -> Any:

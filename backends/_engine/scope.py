@@ -23,7 +23,6 @@ import functools
 import types
 from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterator, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import state
 from .accelerator import speedups
@@ -31,7 +30,12 @@ from .errors import show
 from .state import ENTRY, NO_SCOPE, check_mapping, current, effective, overrides
 from .table import NAMES, Value
 
-F = TypeVar("F", bound=Callable[..., Any])
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see record.py)
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    F = TypeVar("F", bound=Callable[..., Any])
+
 _set, _reset = overrides.set, overrides.reset  # bound once: entry and exit are hot
 _NO_ENTRY = (None, None)
 #: What a call returns whose body runs later, when awaited or iterated: CPython's own
@@ -444,7 +448,7 @@ def snapshot() -> Snapshot:
     return Snapshot(effective())
 
 
-class Bound(functools.partial[Any]):
+class Bound(functools.partial):  # type: ignore[type-arg]  # (partial[Any]: a runtime subscript of typing.Any)
     """``fn`` run under the flags of a snapshot; see ``backends.bind``.
 
     A ``functools.partial`` of ``fn`` with no arguments, so that ``inspect`` sees through it

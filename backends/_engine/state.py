@@ -18,11 +18,15 @@ import os
 import threading
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
-from typing import Any, NamedTuple
 
 from . import environment
 from .errors import UnknownFlagError, show, unknown_name
+from .record import Record
 from .table import BY_NAME, FLAGS, NAMES, VIEWS, Value
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see record.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 VIEWS_BY_NAME = {view.name: view for view in VIEWS}
 
@@ -155,7 +159,7 @@ def reset_defaults() -> None:
     _write_defaults(BUILTIN, BUILTIN_SOURCE)
 
 
-class SavedDefaults(NamedTuple):
+class SavedDefaults(Record):
     """Process defaults with their sources, and the freeze; for tools that must put
     the process back as it was (the pytest plugin)."""
 
@@ -185,7 +189,7 @@ def is_frozen() -> bool:
     return _frozen
 
 
-class FlagRow(NamedTuple):
+class FlagRow(Record):
     """One row of ``describe()``: ``name`` (dotted, ``str``), ``value`` (``bool``, ``int`` or
     ``str``, the effective value in the current context) and ``source`` (``"default"``,
     ``"environment"``, ``"process default"`` or ``"scope"``)."""

@@ -9,15 +9,15 @@ flag is adding one row here. (Rows are NamedTuples rather than dataclasses becau
 from __future__ import annotations
 
 import sys
-from typing import NamedTuple
 
 from .errors import show
+from .record import Record
 
 #: A flag's value: flags are ``bool``, ``int`` or ``str`` (a choice).
 Value = bool | int | str
 
 
-class Flag(NamedTuple):
+class Flag(Record):
     """One flag: its dotted name, type, default and what the sync layer feeds.
 
     ``name`` is relative to the package (``"cudnn.deterministic"``) and its last
@@ -85,7 +85,7 @@ class Flag(NamedTuple):
         raise TypeError(f"{self.name} must be {self.allowed}, got {show(value)}")
 
 
-class View(NamedTuple):
+class View(Record):
     """A derived, stateless spelling of a bool flag (torch's ``fp32_precision``)."""
 
     name: str

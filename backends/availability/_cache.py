@@ -12,9 +12,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Generic, TypeVar
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see _engine/record.py)
+if TYPE_CHECKING:
+    from typing import Generic, TypeVar
+
+    T = TypeVar("T")
+else:  # Generic[T] for the type checkers only: at run time a plain base
+
+    class Generic:
+        def __class_getitem__(cls, item: object) -> type:
+            return cls
+
+    T = None
 
 _everything: list[Remembered[object]] = []
 

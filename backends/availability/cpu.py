@@ -6,6 +6,7 @@ oneDNN) is loaded by importing a module, so an answer is computed again only aft
 was imported (and in a child made by ``os.fork()``). Otherwise a query costs a ``len()`` and a
 comparison (about 0.1 us) instead of a walk over every loaded library. A library loaded without an
 import (``ctypes.CDLL``) is seen at the next import. ``threadpools()`` is not cached: it reports
+
 the current thread counts.
 """
 
@@ -14,9 +15,12 @@ from __future__ import annotations
 import functools
 import importlib.util
 import sys
-from typing import Any
 
 from ._cache import Remembered
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see _engine/record.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _numpy_loaded() -> bool:

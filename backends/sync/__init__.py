@@ -39,11 +39,14 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from .._engine import state
 from .._engine.state import current
 from . import hooks
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see _engine/record.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: CuPy module -> the target module (in this package) that wraps it
 TARGETS = {

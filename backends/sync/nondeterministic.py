@@ -13,10 +13,15 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from typing import Any
 
 from .._engine.state import read
-from .wrapping import replace, user_frame
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see _engine/record.py)
+if TYPE_CHECKING:
+    from typing import Any
+
+# .wrapping (which imports inspect) is imported where it is used: `import backends` imports this
+# module for NondeterministicAlgorithmWarning, and must stay light.
 
 #: Top-level packages a launch is made from inside; the call site is the first frame outside them.
 LIBRARIES = ("cupy", "cupyx", "cupy_backends", "numpy")
@@ -61,8 +66,15 @@ def alert(operation: str, why: str, remedy: str = "") -> None:
         f"backends.algorithms.deterministic is True (warn_only=True) in this context.{fix} To allow it "
         f"without this warning, call it inside `{HOW_TO_ALLOW}`.",
         NondeterministicAlgorithmWarning,
-        stacklevel=user_frame(LIBRARIES)[1],
+        stacklevel=_user_stacklevel(),
     )
+
+
+def _user_stacklevel() -> int:
+    from .wrapping import user_frame
+
+    # user_frame's levels are for a warn() here, one frame below alert's own call of warn()
+    return user_frame(LIBRARIES)[1] - 1
 
 
 def kind(array: object) -> str:
@@ -84,6 +96,8 @@ def guard(owner: Any, name: str, operation: str, why: str, varies: Callable[...,
     where ``algorithms.deterministic`` is on and ``varies(*args, **kwargs)`` says this call's
     result can vary, ``alert(operation, why)`` runs before it. ``varies`` is only asked inside
     such a context, so what it costs (a check of the data, a device sync) is paid only there."""
+
+    from .wrapping import replace
 
     def make(launch: Callable[..., Any]) -> Callable[..., Any]:
         def guarded(*args: Any, **kwargs: Any) -> Any:
