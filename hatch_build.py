@@ -1,7 +1,8 @@
-"""Build hook: compile the engine's optional C accelerator, ``backends/_engine/_speedups.c``.
+"""Build hook: compile the optional C accelerator, ``backends/_engine/_speedups.c`` and
+``backends/sync/_speedups.c``.
 
-Where a C compiler works, the wheel gets ``backends/_engine/_speedups.<abi>.so`` and a
-platform tag; an editable install gets it beside the source. Where none does (or on PyPy, a
+Where a C compiler works, the wheel gets ``_speedups.<abi>.so`` beside each source and a
+platform tag; an editable install gets them beside the sources. Where none does (or on PyPy, a
 free-threaded CPython, Windows, or with ``BACKENDS_BUILD_PURE_PYTHON=1``), the hook says why on
 stderr and the wheel is the pure-Python package, which behaves the same (the pure path is the
 reference; ``python -m backends`` says which is in use). The compiler is the one CPython was
@@ -22,7 +23,9 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-SOURCE = Path("backends") / "_engine" / "_speedups.c"
+#: the C sources, each built into a module of the same name beside it: the engine's reads and
+#: scopes, and the sync layer's checks when nothing changed
+SOURCES = (Path("backends") / "_engine" / "_speedups.c", Path("backends") / "sync" / "_speedups.c")
 
 
 def _why_not() -> str | None:
@@ -37,8 +40,8 @@ def _why_not() -> str | None:
     return None
 
 
-def compile_speedups(root: Path, output: Path) -> str | None:
-    """Compile the accelerator into ``output``; ``None`` on success, else why not."""
+def compile_speedups(root: Path, source: Path, output: Path) -> str | None:
+    """Compile ``source`` into ``output``; ``None`` on success, else why not."""
     why = _why_not()
     if why is not None:
         return why
@@ -51,7 +54,7 @@ def compile_speedups(root: Path, output: Path) -> str | None:
     # keeps its copy (writing into a loaded library in place crashes that process).
     partial = output.with_name(output.name + ".partial")
     command = [
-        *linker, *flags, "-O2", "-I", sysconfig.get_paths()["include"], str(root / SOURCE), "-o", str(partial),
+        *linker, *flags, "-O2", "-I", sysconfig.get_paths()["include"], str(root / source), "-o", str(partial),
     ]  # fmt: skip
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=300)
@@ -72,15 +75,18 @@ class SpeedupsHook(BuildHookInterface):  # type: ignore[type-arg]
             return
         root = Path(self.root)
         name = "_speedups" + (sysconfig.get_config_var("EXT_SUFFIX") or ".so")
-        if version == "editable":  # the import system reads the source tree: build it there
-            output = root / SOURCE.parent / name
-        else:
-            output = Path(tempfile.mkdtemp(prefix="backends-build-")) / name
-        why = compile_speedups(root, output)
-        if why is not None:
-            print(f"backends: installing the pure-Python engine: {why}", file=sys.stderr)
-            return
+        built: dict[str, str] = {}
+        for source in SOURCES:
+            if version == "editable":  # the import system reads the source tree: build it there
+                output = root / source.parent / name
+            else:
+                output = Path(tempfile.mkdtemp(prefix="backends-build-")) / name
+            why = compile_speedups(root, source, output)
+            if why is not None:
+                print(f"backends: installing the pure-Python engine: {why}", file=sys.stderr)
+                return  # all or nothing: a half-built accelerator is never installed
+            built[str(output)] = f"{source.parent.as_posix()}/{name}"
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
         if version != "editable":
-            build_data["force_include"][str(output)] = f"{SOURCE.parent.as_posix()}/{name}"
+            build_data["force_include"].update(built)

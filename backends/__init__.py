@@ -13,7 +13,6 @@ from ._package import FLAGS as FLAGS
 from ._package import Bound as Bound
 from ._package import Flag as Flag
 from ._package import FlagRow as FlagRow
-from ._package import NondeterministicAlgorithmWarning as NondeterministicAlgorithmWarning
 from ._package import Scope as Scope
 from ._package import Snapshot as Snapshot
 from ._package import UnknownFlagError as UnknownFlagError

@@ -13,7 +13,6 @@ from backends._flagvalues import FlagValues as FlagValues
 from backends._package import FLAGS as FLAGS
 from backends._package import Flag as Flag
 from backends._package import FlagRow as FlagRow
-from backends._package import NondeterministicAlgorithmWarning as NondeterministicAlgorithmWarning
 from backends._package import Scope as Scope
 from backends._package import Snapshot as Snapshot
 from backends._package import UnknownFlagError as UnknownFlagError
@@ -34,6 +33,7 @@ from backends.integrations import trio as trio
 from backends.integrations.executors import Thread as Thread
 from backends.integrations.executors import ThreadPoolExecutor as ThreadPoolExecutor
 from backends.integrations.executors import run_in_executor as run_in_executor
+from backends.sync.nondeterministic import NondeterministicAlgorithmWarning as NondeterministicAlgorithmWarning
 
 __version__: str
 

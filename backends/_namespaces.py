@@ -8,15 +8,20 @@ and torch's function-shaped spellings.
 from __future__ import annotations
 
 from ._engine.errors import show
+from ._engine.lazy import Lazy
 from ._engine.namespace import Namespace
 from ._engine.scope import Scope
 from ._engine.state import assign, read
-from .availability import cpu
-from .availability import cuda as cuda_info
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see _engine/record.py)
 if TYPE_CHECKING:
     from typing import Any
+
+    from .availability import cpu
+    from .availability import cuda as cuda_info
+else:  # imported at the first availability question (importlib.util, threadpoolctl probes, ...)
+    cpu = Lazy("backends.availability.cpu", globals(), "cpu")
+    cuda_info = Lazy("backends.availability.cuda", globals(), "cuda_info")
 
 _NO_CUDA = "CUDA is not available (backends.cuda.is_available() is False)"
 

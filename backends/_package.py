@@ -38,7 +38,6 @@ from ._namespaces import mps as mps
 from ._namespaces import openmp as openmp
 from .sync import install_hooks as _install_hooks
 from .sync import sync as sync  # public, but not in ALL (below)
-from .sync.nondeterministic import NondeterministicAlgorithmWarning as NondeterministicAlgorithmWarning
 
 _PACKAGE = __name__.rpartition(".")[0]  # "backends": being imported, already in sys.modules
 
@@ -163,6 +162,7 @@ _LAZY = {
     "Thread": ("backends.integrations.executors", "Thread"),
     "run_in_executor": ("backends.integrations.executors", "run_in_executor"),
     "FlagValues": ("backends._flagvalues", "FlagValues"),
+    "NondeterministicAlgorithmWarning": ("backends.sync.nondeterministic", "NondeterministicAlgorithmWarning"),
 }
 
 
@@ -230,7 +230,6 @@ class _Package(_ModuleType):
 for _defined in (
     deterministic, describe, disable_global_flags, enable_global_flags, flags_frozen, use_deterministic_algorithms,
     are_deterministic_algorithms_enabled, is_deterministic_algorithms_warn_only_enabled,
-    NondeterministicAlgorithmWarning,
 ):
     _defined.__module__ = _PACKAGE
 del _defined

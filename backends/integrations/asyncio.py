@@ -26,10 +26,25 @@ import contextlib
 from collections.abc import Coroutine
 from typing import Any
 
-from ..sync import sync
+from ..sync import compiled, sync
+
+_speedups = compiled()
 
 
-class synced(Coroutine[Any, Any, Any]):  # lower case: called like the function it used to be
+class _Steps:  # the pure path's steps are synced's own (below); compiled, the C base's
+    __slots__ = ()
+
+
+if _speedups is None:
+    _Stepper: Any = _Steps
+    _SLOTS: tuple[str, ...] = ("_coro", "_send", "_throw")
+else:  # __next__, send and throw (and the Task's own am_send) in C; the rest below
+    _Stepper = _speedups.StepperCore
+    _SLOTS = ()  # _coro is the C base's
+    _speedups.configure_stepper(globals(), sync)  # a step calls this module's `sync`, as below
+
+
+class synced(_Stepper, Coroutine[Any, Any, Any]):  # type: ignore[misc]  # lower case: called like a function
     """``coroutine``, stepped with ``backends.sync()`` (never raising into it) before each
     of its steps; awaiting it awaits ``coroutine`` and returns its result.
 
@@ -38,12 +53,12 @@ class synced(Coroutine[Any, Any, Any]):  # lower case: called like the function 
     of a task stepping it show the user's coroutine.
     """
 
-    __slots__ = ("_coro", "_send", "_throw")
+    __slots__ = _SLOTS
 
     def __init__(self, coroutine: Coroutine[Any, Any, Any]) -> None:
         self._coro = coroutine
-        # Bound once: these run on every step.
-        self._send, self._throw = coroutine.send, coroutine.throw
+        if _speedups is None:  # bound once: these run on every step
+            self._send, self._throw = coroutine.send, coroutine.throw
 
     # The Task steps a non-native coroutine with PyIter_Send: ``__next__`` when it sends
     # None (every step but a throw), else ``send``. ``sync`` is read from this module's
@@ -69,6 +84,9 @@ class synced(Coroutine[Any, Any, Any]):  # lower case: called like the function 
             pass
         return self._throw(*exception)
 
+    if _speedups is not None:  # the C base class's take over
+        del __next__, send, throw
+
     def close(self) -> None:
         self._coro.close()
 
@@ -83,7 +101,7 @@ class synced(Coroutine[Any, Any, Any]):  # lower case: called like the function 
         return self
 
     def __getattr__(self, name: str) -> Any:  # only for what the class does not define
-        if name in synced.__slots__:  # not set yet (copy, pickle): no recursion through _coro
+        if name in ("_coro", "_send", "_throw"):  # not set yet (copy, pickle): no recursion through _coro
             raise AttributeError(name)
         return getattr(self._coro, name)
 

@@ -41,6 +41,7 @@ import threading
 from collections.abc import Callable
 
 from .._engine import state
+from .._engine.accelerator import ACCELERATED
 from .._engine.state import current
 from . import hooks
 
@@ -73,6 +74,7 @@ _device_query: Any = None  # cupy.cuda.device.get_device_id, once CuPy has impor
 def _watch_device(module: Any) -> None:
     global _device_query
     _device_query = module.get_device_id
+    compiled()  # CuPy is here: sync() is worth its C path
 
 
 def _installer(target: str) -> hooks.Hook:
@@ -97,6 +99,8 @@ def invalidate() -> None:
     """Forget what this thread's last ``sync()`` pushed: a wrapper changed a handle or a
     plan cache (or a handle appeared), so the next ``sync()`` pushes again."""
     _last.key = None
+    if _speedups is not None:
+        _speedups.forget()
 
 
 def quietly(call: Callable[..., object], *args: Any) -> None:
@@ -134,6 +138,8 @@ def sync() -> None:
             ``cupy_backends.cuda.libs.cublas.CUBLASError``): the flags are then not in
             force on that handle, and the next ``sync()`` tries again.
     """
+    if _speedups is not None:  # the same, with "nothing changed" answered in C
+        return _speedups.sync()  # type: ignore[no-any-return]
     query = _device_query
     if query is None:  # CuPy is not imported: nothing to push into
         return
@@ -148,9 +154,38 @@ def sync() -> None:
             return
     except AttributeError:  # this thread's first sync
         pass
+    _push(device)
+    _last.key = key
+
+
+def _push(device: int) -> None:
+    """``sync()``'s pushes into this thread's handles and plan cache on ``device``."""
     if "cublas" in installed:
         installed["cublas"].sync(device)
     for name in ("cufft", "cusolver"):
         if name in installed:
             installed[name].sync()
-    _last.key = key
+
+
+# The compiled sync layer (backends/sync/_speedups.c), with the compiled engine: sync() (and the
+# asyncio stepper, and cuBLAS's check) answer "nothing changed" in C and call the code above for
+# everything else. Its record of this thread's last push is its own (so is invalidate()'s).
+_speedups: Any = None
+_loaded = False
+
+
+def compiled() -> Any:
+    """The compiled sync layer, or ``None`` (the pure path). Loaded at the first need (CuPy's
+    device module imported, the asyncio integration or the cuBLAS target imported), not at
+    ``import backends``."""
+    global _speedups, _loaded
+    if not _loaded:
+        _loaded = True
+        if ACCELERATED:
+            try:
+                module = importlib.import_module(f"{__name__}._speedups")
+            except ImportError:  # built without it: the pure path
+                return None
+            module.configure(state.overrides, state.NO_SCOPE, vars(state), globals(), _push)
+            _speedups = module
+    return _speedups

@@ -63,7 +63,7 @@ from typing import Any
 
 from .._engine import state
 from .._engine.state import current, read
-from . import invalidate, quietly
+from . import compiled, invalidate, quietly
 from .nondeterministic import alert
 from .wrapping import original, replace
 
@@ -153,7 +153,7 @@ def _adopt(handle: int) -> bool:
     return has_tf32
 
 
-def prepare(handle: int, kind: int = FP16) -> Seen:
+def _prepare(handle: int, kind: int = FP16) -> Seen:
     """Put the current context's math mode on ``handle`` (``kind``: whose reduced-precision
     flag decides the bit, ``FP16`` or ``BF16``); return the flags seen for it (``[3]``: the
     ``allow_tf32`` to use on it, ``[4]``: ``algorithms.deterministic``).
@@ -172,6 +172,13 @@ def prepare(handle: int, kind: int = FP16) -> Seen:
         _mode_on[handle] = mode
         invalidate()  # this thread's last sync() no longer describes the handle
     return seen
+
+
+#: prepare(): the reference above, or with the compiled sync layer a C object that returns the
+#: handle's record when it says this frame, this version and this math mode, else calls it
+prepare: Callable[..., Seen] = _prepare
+if compiled() is not None:
+    prepare = compiled().FastPrepare(_seen, _mode_on, _prepare)
 
 
 def check_streams(name: str, handle: int) -> None:

@@ -28,7 +28,7 @@ LIBRARIES = ("cupy", "cupyx", "cupy_backends", "numpy")
 HOW_TO_ALLOW = "with backends.algorithms.flags(deterministic=False):"
 
 
-class NondeterministicAlgorithmWarning(UserWarning):
+class NondeterministicAlgorithmWarning(UserWarning):  # public as backends.NondeterministicAlgorithmWarning
     """Warned, instead of raising ``RuntimeError``, when a CuPy operation whose result can
     vary from run to run is launched where ``algorithms.deterministic`` and
     ``algorithms.warn_only`` are both on (torch warns a plain ``UserWarning`` there).
@@ -108,3 +108,6 @@ def guard(owner: Any, name: str, operation: str, why: str, varies: Callable[...,
         return guarded
 
     replace(owner, name, make)
+
+
+NondeterministicAlgorithmWarning.__module__ = "backends"  # its public name (repr, pickling by reference)
