@@ -11,8 +11,9 @@
  *                   this version and the math mode on the handle: return it; else the pure
  *                   prepare.
  *
- * This thread's record lives in the thread state dict (one tuple, replaced whole). Built for
- * the GIL build of CPython only (see hatch_build.py), with backends._engine._speedups.
+ * This thread's record lives in the thread state dict (one tuple, replaced whole), mirrored
+ * in a C thread-local for the check. Built for the GIL build of CPython only (see
+ * hatch_build.py), with backends._engine._speedups.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -45,6 +46,10 @@ same(PyObject *a, PyObject *b)
 {
     return a == b ? 1 : PyObject_RichCompareBool(a, b, Py_EQ);
 }
+
+/* This thread's record, mirrored: the tuple the thread state dict holds under record_key
+ * (borrowed from it: only fast_sync and forget change that entry, and both update this). */
+static _Thread_local PyObject *thread_record = NULL;
 
 static PyObject *
 fast_sync(PyObject *module, PyObject *unused)
@@ -80,12 +85,8 @@ fast_sync(PyObject *module, PyObject *unused)
         }
         goto done;
     }
-    PyObject *thread = PyThreadState_GetDict(); /* borrowed */
-    PyObject *last = thread == NULL ? NULL : PyDict_GetItemWithError(thread, record_key);
-    if (last == NULL && PyErr_Occurred()) {
-        goto done;
-    }
-    if (last != NULL && PyTuple_CheckExact(last) && PyTuple_GET_SIZE(last) == 3 && PyTuple_GET_ITEM(last, 0) == frame) {
+    PyObject *last = thread_record;
+    if (last != NULL && PyTuple_GET_ITEM(last, 0) == frame) {
         int equal = same(PyTuple_GET_ITEM(last, 1), version);
         if (equal > 0) {
             equal = same(PyTuple_GET_ITEM(last, 2), device);
@@ -107,8 +108,16 @@ fast_sync(PyObject *module, PyObject *unused)
         goto done;
     }
     Py_DECREF(pushed);
-    if (thread != NULL && PyDict_SetItem(thread, record_key, key) < 0) {
-        goto done;
+    PyObject *thread = PyThreadState_GetDict(); /* borrowed; it keeps the record alive */
+    if (thread == NULL) {
+        thread_record = NULL;
+    }
+    else {
+        thread_record = NULL; /* the old one goes with the store below */
+        if (PyDict_SetItem(thread, record_key, key) < 0) {
+            goto done;
+        }
+        thread_record = key;
     }
     result = Py_NewRef(Py_None);
 done:
@@ -121,6 +130,7 @@ done:
 static PyObject *
 forget(PyObject *module, PyObject *unused)
 {
+    thread_record = NULL;
     PyObject *thread = PyThreadState_GetDict();
     if (thread != NULL && record_key != NULL && PyDict_GetItemWithError(thread, record_key) != NULL) {
         if (PyDict_DelItem(thread, record_key) < 0) {
