@@ -3,14 +3,13 @@
  * and defines every behaviour; this file only does, faster, the common case of each:
  *
  *   FlagDescriptor.__get__  the current frame's override, else the process default
- *                           (namespace.py's property getter, line for line; state.py hands
- *                           every new defaults dict to publish() before binding it);
+ *                           (namespace.py's property getter, line for line);
  *   ScopeCore.__enter__     publish {**parent, **overrides, ENTRY: (scope, token)} (scope.py);
  *   ScopeCore.__exit__      reset the token when this scope is the innermost entry; anything
  *                           else (an out-of-order exit, another context, an exception walking
  *                           the chain) is handed to the pure-Python Scope._exit_slow;
  *   FastFlags               a namespace's flags(one_bool_keyword=True): the scope made at
- *                           import; any other call is the pure path's flags().
+ *                           import; any other call is the pure path's flags() itself.
  *
  * Setting and deleting a flag attribute, and reading it on the class, go to the property the
  * pure path would use. No Python code runs between publishing a frame and recording its entry,
@@ -21,13 +20,16 @@
 #include <Python.h>
 #include <structmember.h>
 
-/* Set by configure(): the ContextVar of frames, its default (the empty frame) and ENTRY; and
- * the process defaults, state.published, which publish() replaces at every write. */
+/* Set by configure(): the ContextVar of frames, its default (the empty frame), ENTRY and the
+ * state module's namespace, where state.published (the process defaults) is rebound by every
+ * write: read there at each read, so a read never sees defaults the pure path does not. */
 static PyObject *overrides_var = NULL;
 static PyObject *no_scope = NULL;
-static PyObject *published = NULL;
+static PyObject *state_dict = NULL;
 static PyObject *entry_key = NULL;
 static PyObject *str_exit_slow = NULL;
+static PyObject *str_enter_slow = NULL;
+static PyObject *str_published = NULL;
 
 static int
 configured(void)
@@ -45,9 +47,10 @@ typedef struct {
     PyObject_HEAD
     PyObject *name;      /* the dotted flag name */
     PyObject *property;  /* the pure path's property: class access, setting, deleting, __doc__ */
-    /* The last read: its frame and defaults (held, so their addresses cannot be reused) and
-     * the value they gave. Frames and defaults are never changed once published. */
-    PyObject *last_frame, *last_published, *last_value;
+    /* The last read outside any scope: the defaults it read (held, so the address cannot be
+     * reused; defaults are never changed once published) and the value. No frame is kept, so
+     * no exited scope is kept alive by a read. */
+    PyObject *last_published, *last_value;
 } FlagDescriptor;
 
 static PyObject *
@@ -65,32 +68,34 @@ flag_get(PyObject *op, PyObject *obj, PyObject *type)
     if (PyContextVar_Get(overrides_var, no_scope, &frame) < 0) {
         return NULL;
     }
-    if (frame == self->last_frame && published == self->last_published) {
+    PyObject *published = PyDict_GetItemWithError(state_dict, str_published); /* borrowed */
+    if (published == NULL) {
         Py_DECREF(frame);
-        Py_INCREF(self->last_value);
-        return self->last_value;
-    }
-    PyObject *value = PyDict_GetItemWithError(frame, self->name); /* borrowed */
-    if (value == NULL) {
-        if (PyErr_Occurred()) {
-            Py_DECREF(frame);
-            return NULL;
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_RuntimeError, "backends._engine.state has no published defaults");
         }
-        value = PyDict_GetItemWithError(published, self->name);
-        if (value == NULL) {
-            Py_DECREF(frame);
-            if (!PyErr_Occurred()) {
-                PyErr_SetObject(PyExc_KeyError, self->name);
-            }
-            return NULL;
-        }
+        return NULL;
     }
-    Py_INCREF(published);
-    Py_XSETREF(self->last_published, published);
-    Py_INCREF(value);
-    Py_XSETREF(self->last_value, value);
-    Py_XSETREF(self->last_frame, frame); /* takes our reference */
-    Py_INCREF(value);
+    int outside = frame == no_scope;
+    if (outside && published == self->last_published) {
+        Py_DECREF(frame);
+        return Py_NewRef(self->last_value);
+    }
+    PyObject *value = outside ? NULL : PyDict_GetItemWithError(frame, self->name); /* borrowed */
+    if (value != NULL) {
+        Py_INCREF(value);
+        Py_DECREF(frame);
+        return value;
+    }
+    Py_DECREF(frame);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    value = PyObject_GetItem(published, self->name); /* a new reference; KeyError if missing */
+    if (value != NULL && outside) {
+        Py_XSETREF(self->last_published, Py_NewRef(published));
+        Py_XSETREF(self->last_value, Py_NewRef(value));
+    }
     return value;
 }
 
@@ -128,7 +133,6 @@ flag_traverse(PyObject *op, visitproc visit, void *arg)
     FlagDescriptor *self = (FlagDescriptor *)op;
     Py_VISIT(self->name);
     Py_VISIT(self->property);
-    Py_VISIT(self->last_frame);
     Py_VISIT(self->last_published);
     Py_VISIT(self->last_value);
     return 0;
@@ -140,7 +144,6 @@ flag_clear(PyObject *op)
     FlagDescriptor *self = (FlagDescriptor *)op;
     Py_CLEAR(self->name);
     Py_CLEAR(self->property);
-    Py_CLEAR(self->last_frame);
     Py_CLEAR(self->last_published);
     Py_CLEAR(self->last_value);
     return 0;
@@ -202,9 +205,10 @@ scope_enter(PyObject *op, PyObject *unused)
     if (!configured()) {
         return NULL;
     }
-    if (self->overrides == NULL || !PyDict_Check(self->overrides)) {
-        PyErr_SetString(PyExc_AttributeError, "_overrides");
-        return NULL;
+    if (self->overrides == NULL || !PyDict_CheckExact(self->overrides)) {
+        /* not the dict Scope() makes (missing, or set by hand): the pure path says what happens */
+        PyObject *call[1] = {op};
+        return PyObject_VectorcallMethod(str_enter_slow, call, 1, NULL);
     }
     PyObject *parent;
     if (PyContextVar_Get(overrides_var, no_scope, &parent) < 0) {
@@ -354,12 +358,14 @@ static PyTypeObject ScopeCoreType = {
 /* The common call of a namespace's flags(): one bool keyword, flags(deterministic=True). Its
  * scopes are made once, at import (namespace.py's `single` table); every other call goes to
  * the pure path's flags(), which this object also is for every attribute (its __doc__,
- * __wrapped__ for inspect.signature, __name__, ...). */
+ * __wrapped__ for inspect.signature, __name__, ...). A str subclass keyword, or any other
+ * call, is handed over as it is: the pure function decides. */
 typedef struct {
     PyObject_HEAD
     PyObject *single;   /* {keyword: (scope for False, scope for True)} */
     PyObject *fallback; /* namespace.py's flags() */
     vectorcallfunc vectorcall;
+    PyObject *weakreflist;
 } FastFlags;
 
 static PyObject *
@@ -409,12 +415,65 @@ fastflags_call(PyObject *op, PyObject *args, PyObject *kwargs)
     return PyObject_Call(((FastFlags *)op)->fallback, args, kwargs);
 }
 
+/* Everything but the call is the pure path's function's: its attributes (read and set), its
+ * binding as a method when it is a class attribute, weak references, copying (itself) and
+ * pickling (refused as for that function: a local object). */
 static PyObject *
 fastflags_getattro(PyObject *op, PyObject *name)
 {
-    /* everything but the call is the pure path's function's */
+    PyObject *own = PyObject_GenericGetAttr(op, name); /* __copy__, __reduce__, __doc__: ours */
+    if (own != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        return own;
+    }
+    PyErr_Clear();
     return PyObject_GetAttr(((FastFlags *)op)->fallback, name);
 }
+
+static int
+fastflags_setattro(PyObject *op, PyObject *name, PyObject *value)
+{
+    return PyObject_SetAttr(((FastFlags *)op)->fallback, name, value);
+}
+
+static PyObject *
+fastflags_descr_get(PyObject *op, PyObject *obj, PyObject *type)
+{
+    if (obj == NULL || obj == Py_None) {
+        return Py_NewRef(op);
+    }
+    return PyMethod_New(op, obj); /* as a function does */
+}
+
+static PyObject *
+fastflags_doc(PyObject *op, void *closure)
+{
+    return PyObject_GetAttrString(((FastFlags *)op)->fallback, "__doc__");
+}
+
+static PyObject *
+fastflags_self(PyObject *op, PyObject *unused)
+{
+    return Py_NewRef(op);
+}
+
+static PyObject *
+fastflags_reduce(PyObject *op, PyObject *unused)
+{
+    /* a qualified name: pickle looks it up, and refuses a local one as for the function */
+    return PyObject_GetAttrString(((FastFlags *)op)->fallback, "__qualname__");
+}
+
+static PyMethodDef fastflags_methods[] = {
+    {"__copy__", fastflags_self, METH_NOARGS, NULL},
+    {"__deepcopy__", fastflags_self, METH_O, NULL},
+    {"__reduce__", fastflags_reduce, METH_NOARGS, NULL},
+    {NULL},
+};
+
+static PyGetSetDef fastflags_getset[] = {
+    {"__doc__", fastflags_doc, NULL, NULL, NULL},
+    {NULL},
+};
 
 static int
 fastflags_traverse(PyObject *op, visitproc visit, void *arg)
@@ -436,6 +495,9 @@ static void
 fastflags_dealloc(PyObject *op)
 {
     PyObject_GC_UnTrack(op);
+    if (((FastFlags *)op)->weakreflist != NULL) {
+        PyObject_ClearWeakRefs(op);
+    }
     fastflags_clear(op);
     Py_TYPE(op)->tp_free(op);
 }
@@ -456,6 +518,11 @@ static PyTypeObject FastFlagsType = {
     .tp_new = PyType_GenericNew,
     .tp_init = fastflags_init,
     .tp_getattro = fastflags_getattro,
+    .tp_setattro = fastflags_setattro,
+    .tp_descr_get = fastflags_descr_get,
+    .tp_weaklistoffset = offsetof(FastFlags, weakreflist),
+    .tp_methods = fastflags_methods,
+    .tp_getset = fastflags_getset,
     .tp_repr = fastflags_repr,
     .tp_traverse = fastflags_traverse,
     .tp_clear = fastflags_clear,
@@ -467,39 +534,22 @@ static PyTypeObject FastFlagsType = {
 static PyObject *
 configure(PyObject *module, PyObject *args)
 {
-    PyObject *var, *empty, *defaults, *entry;
+    PyObject *var, *empty, *namespace, *entry;
     if (!PyArg_ParseTuple(args, "O!O!O!O:configure", &PyContextVar_Type, &var, &PyDict_Type, &empty, &PyDict_Type,
-                          &defaults, &entry)) {
+                          &namespace, &entry)) {
         return NULL;
     }
-    Py_INCREF(var);
-    Py_XSETREF(overrides_var, var);
-    Py_INCREF(empty);
-    Py_XSETREF(no_scope, empty);
-    Py_INCREF(defaults);
-    Py_XSETREF(published, defaults);
-    Py_INCREF(entry);
-    Py_XSETREF(entry_key, entry);
-    Py_RETURN_NONE;
-}
-
-static PyObject *
-publish(PyObject *module, PyObject *defaults)
-{
-    if (!PyDict_Check(defaults)) {
-        PyErr_SetString(PyExc_TypeError, "publish() takes the new defaults dict");
-        return NULL;
-    }
-    Py_INCREF(defaults);
-    Py_XSETREF(published, defaults);
+    Py_XSETREF(overrides_var, Py_NewRef(var));
+    Py_XSETREF(no_scope, Py_NewRef(empty));
+    Py_XSETREF(state_dict, Py_NewRef(namespace));
+    Py_XSETREF(entry_key, Py_NewRef(entry));
     Py_RETURN_NONE;
 }
 
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
-     "configure(overrides, NO_SCOPE, published, ENTRY): the engine's ContextVar, its default, "
-     "the process defaults and the entry key."},
-    {"publish", publish, METH_O, "publish(defaults): the new process defaults (state.on_publish)."},
+     "configure(overrides, NO_SCOPE, vars(state), ENTRY): the engine's ContextVar, its default, "
+     "the state module's namespace and the entry key."},
     {NULL},
 };
 
@@ -520,7 +570,9 @@ PyInit__speedups(void)
         return NULL;
     }
     str_exit_slow = PyUnicode_InternFromString("_exit_slow");
-    if (str_exit_slow == NULL) {
+    str_enter_slow = PyUnicode_InternFromString("_enter_slow");
+    str_published = PyUnicode_InternFromString("published");
+    if (str_exit_slow == NULL || str_enter_slow == NULL || str_published == NULL) {
         return NULL;
     }
     PyObject *module = PyModule_Create(&speedups_module);
@@ -529,10 +581,9 @@ PyInit__speedups(void)
     }
     Py_INCREF(&FlagDescriptorType);
     Py_INCREF(&ScopeCoreType);
-    Py_INCREF(&FastFlagsType);
     if (PyModule_AddObject(module, "FlagDescriptor", (PyObject *)&FlagDescriptorType) < 0 ||
         PyModule_AddObject(module, "ScopeCore", (PyObject *)&ScopeCoreType) < 0 ||
-        PyModule_AddObject(module, "FastFlags", (PyObject *)&FastFlagsType) < 0) {
+        PyModule_AddObjectRef(module, "FastFlags", (PyObject *)&FastFlagsType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -138,8 +138,8 @@ def _flags_builder(prefix: str, members: dict[str, Flag]) -> Any:
     stub: dict[str, Any] = {}
     exec(stub_source, stub)
     flags.__wrapped__ = stub["flags"]  # type: ignore[attr-defined]
-    if speedups is not None:  # the one-bool-keyword call in C; every other call (and attribute) is flags'
-        return speedups.FastFlags({a: (f, t) for a, (f, t) in single.items()}, flags)
+    if speedups is not None:  # the one-bool-keyword call in C; anything else (and every attribute) is flags'
+        return speedups.FastFlags(dict(single), flags)
     return flags
 
 

@@ -47,9 +47,7 @@ _CO_ITERABLE_COROUTINE = 0x100  # inspect.CO_ITERABLE_COROUTINE (@types.coroutin
 
 
 if speedups is not None:
-    with state._lock:  # no default is written between handing these over and the hook
-        speedups.configure(overrides, NO_SCOPE, state.published, ENTRY)
-        state.on_publish = speedups.publish
+    speedups.configure(overrides, NO_SCOPE, vars(state), ENTRY)
 if TYPE_CHECKING or speedups is None:
     _Base = object
     _SLOTS: tuple[str, ...] = ("__weakref__", "_label", "_overrides")
@@ -147,7 +145,7 @@ class Scope(_Base):
                 f"that entered it"
             ) from None
 
-    _exit_slow = __exit__
+    _enter_slow, _exit_slow = __enter__, __exit__  # the C ones call these for the uncommon cases
     if speedups is not None:  # the C base class's take over
         del __enter__, __exit__
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextvars import ContextVar
 
 from . import environment
@@ -57,9 +57,6 @@ SOURCES = None
 #: The process defaults: dotted name -> value, plus ``SOURCES``. Never changed in place:
 #: ``_write_defaults`` rebinds it. Read it ONCE per call (``published = state.published``).
 published: dict[Any, Any] = {**BUILTIN, SOURCES: dict(BUILTIN_SOURCE)}
-#: Called with every new ``published`` right before it is bound (the compiled accelerator
-#: keeps a reference to the current defaults instead of looking the global up on each read).
-on_publish: Callable[[dict[Any, Any]], None] | None = None
 #: Serialises writers (so none is lost). Re-entrant, so that a signal handler that writes a
 #: default, or forks, while its thread is writing one does not deadlock. See "fork" below.
 _lock = threading.RLock()
@@ -109,10 +106,7 @@ def _write_defaults(values: Mapping[str, Value], sources: Mapping[str, str]) -> 
     global published, version
     with _lock:
         old = published
-        new = {**old, **values, SOURCES: {**old[SOURCES], **sources}}
-        if on_publish is not None:
-            on_publish(new)
-        published = new
+        published = {**old, **values, SOURCES: {**old[SOURCES], **sources}}
         version += 1
 
 

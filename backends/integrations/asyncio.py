@@ -90,6 +90,9 @@ class synced(_Stepper, Coroutine[Any, Any, Any]):  # type: ignore[misc]  # lower
     def close(self) -> None:
         self._coro.close()
 
+    def __reduce__(self) -> tuple[Any, ...]:  # copy.copy(): a stepper of the same coroutine, on both engines
+        return (synced, (self._coro,))
+
     def coroutine(self) -> Coroutine[Any, Any, Any]:
         """The coroutine this steps."""
         return self._coro

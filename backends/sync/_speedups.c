@@ -11,9 +11,8 @@
  *                   this version and the math mode on the handle: return it; else the pure
  *                   prepare.
  *
- * This thread's record lives in the thread state dict (one tuple, replaced whole), mirrored
- * in a C thread-local for the check. Built for the GIL build of CPython only (see
- * hatch_build.py), with backends._engine._speedups.
+ * This thread's record lives in the thread state dict (one tuple, replaced whole). Built for
+ * the GIL build of CPython only (see hatch_build.py), with backends._engine._speedups.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -46,10 +45,6 @@ same(PyObject *a, PyObject *b)
 {
     return a == b ? 1 : PyObject_RichCompareBool(a, b, Py_EQ);
 }
-
-/* This thread's record, mirrored: the tuple the thread state dict holds under record_key
- * (borrowed from it: only fast_sync and forget change that entry, and both update this). */
-static _Thread_local PyObject *thread_record = NULL;
 
 static PyObject *
 fast_sync(PyObject *module, PyObject *unused)
@@ -85,8 +80,12 @@ fast_sync(PyObject *module, PyObject *unused)
         }
         goto done;
     }
-    PyObject *last = thread_record;
-    if (last != NULL && PyTuple_GET_ITEM(last, 0) == frame) {
+    PyObject *thread = PyThreadState_GetDict(); /* borrowed */
+    PyObject *last = thread == NULL ? NULL : PyDict_GetItemWithError(thread, record_key);
+    if (last == NULL && PyErr_Occurred()) {
+        goto done;
+    }
+    if (last != NULL && PyTuple_CheckExact(last) && PyTuple_GET_SIZE(last) == 3 && PyTuple_GET_ITEM(last, 0) == frame) {
         int equal = same(PyTuple_GET_ITEM(last, 1), version);
         if (equal > 0) {
             equal = same(PyTuple_GET_ITEM(last, 2), device);
@@ -108,16 +107,8 @@ fast_sync(PyObject *module, PyObject *unused)
         goto done;
     }
     Py_DECREF(pushed);
-    PyObject *thread = PyThreadState_GetDict(); /* borrowed; it keeps the record alive */
-    if (thread == NULL) {
-        thread_record = NULL;
-    }
-    else {
-        thread_record = NULL; /* the old one goes with the store below */
-        if (PyDict_SetItem(thread, record_key, key) < 0) {
-            goto done;
-        }
-        thread_record = key;
+    if (thread != NULL && PyDict_SetItem(thread, record_key, key) < 0) {
+        goto done;
     }
     result = Py_NewRef(Py_None);
 done:
@@ -130,7 +121,6 @@ done:
 static PyObject *
 forget(PyObject *module, PyObject *unused)
 {
-    thread_record = NULL;
     PyObject *thread = PyThreadState_GetDict();
     if (thread != NULL && record_key != NULL && PyDict_GetItemWithError(thread, record_key) != NULL) {
         if (PyDict_DelItem(thread, record_key) < 0) {
@@ -148,6 +138,7 @@ forget(PyObject *module, PyObject *unused)
 static PyObject *stepper_globals = NULL;
 static PyObject *default_sync = NULL;
 static PyObject *str_sync = NULL;
+static PyObject *str_send = NULL;
 
 /* sync() for a task step: nothing it raises reaches the task (backends.sync.quietly) */
 static void
@@ -198,7 +189,28 @@ stepper_am_send(PyObject *op, PyObject *arg, PyObject **result)
         *result = NULL;
         return PYGEN_ERROR;
     }
-    return PyIter_Send(self->coro, arg, result);
+    if (PyCoro_CheckExact(self->coro) || PyGen_CheckExact(self->coro)) {
+        return PyIter_Send(self->coro, arg, result);
+    }
+    /* any other coroutine object: its send(value), as the pure stepper calls it */
+    PyObject *sent = PyObject_CallMethodOneArg(self->coro, str_send, arg);
+    if (sent != NULL) {
+        *result = sent;
+        return PYGEN_NEXT;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_StopIteration)) {
+        *result = NULL;
+        return PYGEN_ERROR;
+    }
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    PyObject *returned = value == NULL ? Py_NewRef(Py_None) : PyObject_GetAttrString(value, "value");
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    *result = returned;
+    return returned == NULL ? PYGEN_ERROR : PYGEN_RETURN;
 }
 
 static PyObject *
@@ -485,10 +497,11 @@ PyInit__speedups(void)
         return NULL;
     }
     str_sync = PyUnicode_InternFromString("sync");
+    str_send = PyUnicode_InternFromString("send");
     str_version = PyUnicode_InternFromString("version");
     str_query = PyUnicode_InternFromString("_device_query");
     record_key = PyUnicode_InternFromString("backends.sync: last push");
-    if (str_sync == NULL || str_version == NULL || str_query == NULL || record_key == NULL) {
+    if (str_sync == NULL || str_send == NULL || str_version == NULL || str_query == NULL || record_key == NULL) {
         return NULL;
     }
     PyObject *module = PyModule_Create(&speedups_module);
