@@ -333,11 +333,12 @@ def _determinism(report: dict[str, Any], backends: Any) -> None:
     cub = sys.modules["cupy.cuda.cub"]
     with backends.algorithms.flags(deterministic=True):
         inside = report["determinism_in_scope"] = {
-            "cupy.add.at": _outcome(lambda: cupy.add.at(fake, 0, 1.0)),
+            # an index that can repeat (a list: CuPy converts it later, after the check)
+            "cupy.add.at": _outcome(lambda: cupy.add.at(fake, [0, 0], 1.0)),
             "cub_scan": _outcome(lambda: cub.cub_scan(fake, cub.CUPY_CUB_CUMSUM)),
         }
         if int(cupy.__version__.split(".")[0]) >= 14:  # 13's __array_ufunc__ asks for a stream first
-            inside["numpy.add.at"] = _outcome(lambda: numpy.add.at(fake, 0, 1.0))
+            inside["numpy.add.at"] = _outcome(lambda: numpy.add.at(fake, numpy.array([0, 0]), 1.0))
 
 
 def main(order: str) -> dict[str, Any]:
