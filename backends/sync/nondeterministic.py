@@ -36,11 +36,6 @@ class NondeterministicAlgorithmWarning(UserWarning):  # public as backends.Nonde
     per call site and operation."""
 
 
-def enabled() -> bool:
-    """Whether ``algorithms.deterministic`` is on in the current context."""
-    return bool(read("algorithms.deterministic"))
-
-
 def alert(operation: str, why: str, remedy: str = "") -> None:
     """Refuse ``operation`` (a CuPy name as users call it, e.g. ``"cupy.bincount(x, weights)"``)
     in a context where ``algorithms.deterministic`` is on; ``why`` says when its result varies,
