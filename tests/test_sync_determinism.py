@@ -526,6 +526,7 @@ def test_use_deterministic_algorithms_and_the_preset_reach_the_wrappers(standin_
 
 
 def test_no_hook_failed_while_wrapping_the_stand_in(standin_cupy: ModuleType) -> None:
+    import cupyx.cusparse
     import cupyx.scipy.ndimage
     import cupyx.scipy.sparse  # noqa: F401
 
