@@ -1,50 +1,119 @@
-/* The compiled path of the engine's two hot operations: reading a flag and entering and
- * exiting a scope. The pure-Python engine (state.py, scope.py, namespace.py) is the reference
- * and defines every behaviour; this file only does, faster, the common case of each:
+/* The compiled path of the engine's hot operations: reading a flag and entering and exiting a
+ * scope. The pure-Python engine (state.py, scope.py, namespace.py) is the reference and defines
+ * every behaviour; this file only does, faster, the common case of each:
  *
- *   FlagDescriptor.__get__  the current frame's override, else the process default
- *                           (namespace.py's property getter, line for line);
+ *   flag_descriptor()       a flag attribute: __get__ reads the current frame's override, else
+ *                           the process default (namespace.py's property getter, line for line);
  *   ScopeCore.__enter__     publish {**parent, **overrides, ENTRY: (scope, token)} (scope.py);
  *   ScopeCore.__exit__      reset the token when this scope is the innermost entry; anything
  *                           else (an out-of-order exit, another context, an exception walking
  *                           the chain) is handed to the pure-Python Scope._exit_slow;
- *   FastFlags               a namespace's flags(one_bool_keyword=True): the scope made at
+ *   ScopeCore.__aenter__/__aexit__
+ *                           awaitables whose one step is that entry or exit, in C;
+ *   fast_flags()            a namespace's flags(one_bool_keyword=True): the scope made at
  *                           import; any other call is the pure path's flags() itself.
  *
  * Setting and deleting a flag attribute, and reading it on the class, go to the property the
  * pure path would use. No Python code runs between publishing a frame and recording its entry,
  * so no signal handler can see a half-entered scope (the pure path needs a try/except there).
- * Built for the GIL build of CPython only (see hatch_build.py).
+ *
+ * As CPython's own extension modules: multi-phase initialisation (PEP 489), everything in the
+ * module's state (PEP 573/630) and heap types, so each interpreter, and each import of the
+ * package after it was removed from sys.modules, has its own configuration. No reference
+ * borrowed from a dict or tuple is kept across anything that can run Python code (a __hash__,
+ * an __eq__, a finaliser run by a garbage collection during an allocation). Built for the GIL
+ * build of CPython only (see hatch_build.py): the free-threaded build uses the pure engine.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h> /* offsetof: Python.h no longer includes it in 3.13 */
+
+#ifdef Py_GIL_DISABLED
+#error "the accelerator relies on the GIL: a free-threaded CPython uses the pure-Python engine"
+#endif
+
+#if PY_VERSION_HEX >= 0x030C0000
+#define OBJECT_MEMBER Py_T_OBJECT_EX
+#define READONLY_MEMBER Py_READONLY
+#define SSIZE_MEMBER Py_T_PYSSIZET
+#else
 #include <structmember.h>
+#define OBJECT_MEMBER T_OBJECT_EX
+#define READONLY_MEMBER READONLY
+#define SSIZE_MEMBER T_PYSSIZET
+#endif
 
-/* Set by configure(): the ContextVar of frames, its default (the empty frame), ENTRY and the
- * state module's namespace, where state.published (the process defaults) is rebound by every
- * write: read there at each read, so a read never sees defaults the pure path does not. */
-static PyObject *overrides_var = NULL;
-static PyObject *no_scope = NULL;
-static PyObject *state_dict = NULL;
-static PyObject *entry_key = NULL;
-static PyObject *str_exit_slow = NULL;
-static PyObject *str_enter_slow = NULL;
-static PyObject *str_published = NULL;
+typedef struct {
+    /* set by configure(): the ContextVar of frames, its default (the empty frame), the state
+     * module's namespace (where state.published, the process defaults, is rebound by every
+     * write: read there at each read) and ENTRY */
+    PyObject *overrides_var;
+    PyObject *no_scope;
+    PyObject *state_dict;
+    PyObject *entry_key;
+    PyObject *str_exit_slow;
+    PyObject *str_enter_slow;
+    PyObject *str_published;
+    PyTypeObject *flag_type;
+    PyTypeObject *scope_type;
+    PyTypeObject *fastflags_type;
+    PyTypeObject *step_type;
+} engine_state;
 
-static int
-configured(void)
+static struct PyModuleDef engine_module;
+
+static engine_state *
+module_state(PyObject *module)
 {
-    if (overrides_var == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "backends._engine._speedups is not configured");
-        return 0;
+    return (engine_state *)PyModule_GetState(module);
+}
+
+/* The state, or NULL with a RuntimeError when configure() has not run. */
+static engine_state *
+configured(engine_state *st)
+{
+    if (st == NULL) {
+        return NULL;
     }
-    return 1;
+    if (st->overrides_var == NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "backends._engine._speedups is not configured: it is used through `import backends`");
+        return NULL;
+    }
+    return st;
+}
+
+/* The state of the module that defined ScopeCore, from a type that has it in its MRO (Scope,
+ * Snapshot, a subclass): PyType_GetModuleByDef on 3.11+, the same walk by hand on 3.10. */
+static engine_state *
+state_of_type(PyTypeObject *type)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    PyObject *module = PyType_GetModuleByDef(type, &engine_module);
+    return module == NULL ? NULL : module_state(module);
+#else
+    PyObject *mro = type->tp_mro;
+    if (mro != NULL) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); i++) {
+            PyTypeObject *base = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+            if (PyType_HasFeature(base, Py_TPFLAGS_HEAPTYPE)) {
+                PyObject *module = ((PyHeapTypeObject *)base)->ht_module;
+                if (module != NULL && PyModule_GetDef(module) == &engine_module) {
+                    return module_state(module);
+                }
+            }
+        }
+    }
+    PyErr_Format(PyExc_TypeError, "%s is not a backends scope type", type->tp_name);
+    return NULL;
+#endif
 }
 
 /* -- flag reads ------------------------------------------------------------------------- */
 
 typedef struct {
     PyObject_HEAD
+    PyObject *module;    /* the module whose state this reads */
     PyObject *name;      /* the dotted flag name */
     PyObject *property;  /* the pure path's property: class access, setting, deleting, __doc__ */
     /* The last read outside any scope: the defaults it read (held, so the address cannot be
@@ -58,17 +127,17 @@ flag_get(PyObject *op, PyObject *obj, PyObject *type)
 {
     FlagDescriptor *self = (FlagDescriptor *)op;
     if (obj == NULL || obj == Py_None) {
-        Py_INCREF(self->property);
-        return self->property;
+        return Py_NewRef(self->property);
     }
-    if (!configured()) {
+    engine_state *st = configured(module_state(self->module));
+    if (st == NULL) {
         return NULL;
     }
     PyObject *frame;
-    if (PyContextVar_Get(overrides_var, no_scope, &frame) < 0) {
+    if (PyContextVar_Get(st->overrides_var, st->no_scope, &frame) < 0) {
         return NULL;
     }
-    PyObject *published = PyDict_GetItemWithError(state_dict, str_published); /* borrowed */
+    PyObject *published = PyDict_GetItemWithError(st->state_dict, st->str_published);
     if (published == NULL) {
         Py_DECREF(frame);
         if (!PyErr_Occurred()) {
@@ -76,61 +145,55 @@ flag_get(PyObject *op, PyObject *obj, PyObject *type)
         }
         return NULL;
     }
-    int outside = frame == no_scope;
+    Py_INCREF(published);
+    PyObject *value = NULL;
+    int outside = frame == st->no_scope;
+    if (!PyDict_CheckExact(frame)) { /* not a frame this engine made: the pure path's getter */
+        PyObject *property = Py_NewRef(self->property);
+        value = Py_TYPE(property)->tp_descr_get(property, obj, type);
+        Py_DECREF(property);
+        goto done;
+    }
     if (outside && published == self->last_published) {
-        Py_DECREF(frame);
-        return Py_NewRef(self->last_value);
+        value = Py_NewRef(self->last_value);
+        goto done;
     }
-    PyObject *value = outside ? NULL : PyDict_GetItemWithError(frame, self->name); /* borrowed */
-    if (value != NULL) {
-        Py_INCREF(value);
-        Py_DECREF(frame);
-        return value;
-    }
-    Py_DECREF(frame);
-    if (PyErr_Occurred()) {
-        return NULL;
+    if (!outside) {
+        value = PyDict_GetItemWithError(frame, self->name);
+        if (value != NULL) {
+            Py_INCREF(value);
+            goto done;
+        }
+        if (PyErr_Occurred()) {
+            goto done;
+        }
     }
     value = PyObject_GetItem(published, self->name); /* a new reference; KeyError if missing */
     if (value != NULL && outside) {
         Py_XSETREF(self->last_published, Py_NewRef(published));
         Py_XSETREF(self->last_value, Py_NewRef(value));
     }
+done:
+    Py_DECREF(published);
+    Py_DECREF(frame);
     return value;
 }
 
 static int
 flag_set(PyObject *op, PyObject *obj, PyObject *value)
 {
-    FlagDescriptor *self = (FlagDescriptor *)op;
-    descrsetfunc set = Py_TYPE(self->property)->tp_descr_set;
-    return set(self->property, obj, value);
-}
-
-static int
-flag_init(PyObject *op, PyObject *args, PyObject *kwargs)
-{
-    FlagDescriptor *self = (FlagDescriptor *)op;
-    static char *keywords[] = {"name", "property", NULL};
-    PyObject *name, *property;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UO:FlagDescriptor", keywords, &name, &property)) {
-        return -1;
-    }
-    if (Py_TYPE(property)->tp_descr_set == NULL) {
-        PyErr_SetString(PyExc_TypeError, "FlagDescriptor needs a data descriptor (a property)");
-        return -1;
-    }
-    Py_INCREF(name);
-    Py_XSETREF(self->name, name);
-    Py_INCREF(property);
-    Py_XSETREF(self->property, property);
-    return 0;
+    PyObject *property = Py_NewRef(((FlagDescriptor *)op)->property);
+    int result = Py_TYPE(property)->tp_descr_set(property, obj, value); /* checked at creation */
+    Py_DECREF(property);
+    return result;
 }
 
 static int
 flag_traverse(PyObject *op, visitproc visit, void *arg)
 {
     FlagDescriptor *self = (FlagDescriptor *)op;
+    Py_VISIT(Py_TYPE(op));
+    Py_VISIT(self->module);
     Py_VISIT(self->name);
     Py_VISIT(self->property);
     Py_VISIT(self->last_published);
@@ -142,6 +205,7 @@ static int
 flag_clear(PyObject *op)
 {
     FlagDescriptor *self = (FlagDescriptor *)op;
+    Py_CLEAR(self->module);
     Py_CLEAR(self->name);
     Py_CLEAR(self->property);
     Py_CLEAR(self->last_published);
@@ -150,11 +214,19 @@ flag_clear(PyObject *op)
 }
 
 static void
+dealloc_gc(PyObject *op, inquiry clear)
+{
+    PyTypeObject *type = Py_TYPE(op);
+    PyObject_GC_UnTrack(op);
+    clear(op);
+    type->tp_free(op);
+    Py_DECREF(type); /* a heap type's instances hold a reference to it */
+}
+
+static void
 flag_dealloc(PyObject *op)
 {
-    PyObject_GC_UnTrack(op);
-    flag_clear(op);
-    Py_TYPE(op)->tp_free(op);
+    dealloc_gc(op, flag_clear);
 }
 
 static PyObject *
@@ -164,8 +236,8 @@ flag_doc(PyObject *op, void *closure)
 }
 
 static PyMemberDef flag_members[] = {
-    {"name", T_OBJECT, offsetof(FlagDescriptor, name), READONLY, "the dotted flag name"},
-    {"property", T_OBJECT, offsetof(FlagDescriptor, property), READONLY, "the pure-Python property"},
+    {"name", OBJECT_MEMBER, offsetof(FlagDescriptor, name), READONLY_MEMBER, "the dotted flag name"},
+    {"property", OBJECT_MEMBER, offsetof(FlagDescriptor, property), READONLY_MEMBER, "the pure-Python property"},
     {NULL},
 };
 
@@ -174,22 +246,48 @@ static PyGetSetDef flag_getset[] = {
     {NULL},
 };
 
-static PyTypeObject FlagDescriptorType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "backends._engine._speedups.FlagDescriptor",
-    .tp_basicsize = sizeof(FlagDescriptor),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "A flag attribute: reads in C, everything else through the pure path's property.",
-    .tp_new = PyType_GenericNew,
-    .tp_init = flag_init,
-    .tp_traverse = flag_traverse,
-    .tp_clear = flag_clear,
-    .tp_dealloc = flag_dealloc,
-    .tp_descr_get = flag_get,
-    .tp_descr_set = flag_set,
-    .tp_members = flag_members,
-    .tp_getset = flag_getset,
+static PyType_Slot flag_slots[] = {
+    /* no Py_tp_doc: it would stand in the type's dict where the __doc__ getset must (the flag's) */
+    {Py_tp_traverse, flag_traverse},
+    {Py_tp_clear, flag_clear},
+    {Py_tp_dealloc, flag_dealloc},
+    {Py_tp_descr_get, flag_get},
+    {Py_tp_descr_set, flag_set},
+    {Py_tp_members, flag_members},
+    {Py_tp_getset, flag_getset},
+    {0, NULL},
 };
+
+static PyType_Spec flag_spec = {
+    .name = "backends._engine._speedups.FlagDescriptor",
+    .basicsize = sizeof(FlagDescriptor),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = flag_slots,
+};
+
+static PyObject *
+flag_descriptor(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyUnicode_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "flag_descriptor(name, property) takes a str and a property");
+        return NULL;
+    }
+    if (Py_TYPE(args[1])->tp_descr_get == NULL || Py_TYPE(args[1])->tp_descr_set == NULL) {
+        PyErr_SetString(PyExc_TypeError, "flag_descriptor() needs a data descriptor (a property)");
+        return NULL;
+    }
+    engine_state *st = module_state(module);
+    FlagDescriptor *self = PyObject_GC_New(FlagDescriptor, st->flag_type);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->module = Py_NewRef(module);
+    self->name = Py_NewRef(args[0]);
+    self->property = Py_NewRef(args[1]);
+    self->last_published = self->last_value = NULL;
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
 
 /* -- scope entry and exit --------------------------------------------------------------- */
 
@@ -198,58 +296,10 @@ typedef struct {
     PyObject *overrides; /* Scope._overrides: a dict of checked values, never changed once set */
 } ScopeCore;
 
+/* The pure path's method `name` of `op`, called with args: every uncommon case. */
 static PyObject *
-scope_enter(PyObject *op, PyObject *unused)
+call_slow(PyObject *name, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    ScopeCore *self = (ScopeCore *)op;
-    if (!configured()) {
-        return NULL;
-    }
-    if (self->overrides == NULL || !PyDict_CheckExact(self->overrides)) {
-        /* not the dict Scope() makes (missing, or set by hand): the pure path says what happens */
-        PyObject *call[1] = {op};
-        return PyObject_VectorcallMethod(str_enter_slow, call, 1, NULL);
-    }
-    PyObject *parent;
-    if (PyContextVar_Get(overrides_var, no_scope, &parent) < 0) {
-        return NULL;
-    }
-    /* {**parent, **overrides}: below no other scope, a copy of the overrides alone (one
-     * allocation of a table that also has room for the entry) */
-    PyObject *frame = PyDict_Copy(PyDict_GET_SIZE(parent) == 0 ? self->overrides : parent);
-    int below_none = PyDict_GET_SIZE(parent) == 0;
-    Py_DECREF(parent);
-    if (frame == NULL) {
-        return NULL;
-    }
-    /* The entry is made first, as (scope, None), and its token filled in right after
-     * publishing: nothing can exit this scope in between (no Python code runs here but a
-     * garbage collection's finalisers, which then see a whole tuple). */
-    PyObject *entry = PyTuple_Pack(2, op, Py_None);
-    if (entry == NULL || (!below_none && PyDict_Update(frame, self->overrides) < 0) ||
-        PyDict_SetItem(frame, entry_key, entry) < 0) {
-        Py_XDECREF(entry);
-        Py_DECREF(frame);
-        return NULL;
-    }
-    PyObject *token = PyContextVar_Set(overrides_var, frame);
-    Py_DECREF(frame); /* the context holds it now */
-    if (token == NULL) {
-        Py_DECREF(entry);
-        return NULL;
-    }
-    PyObject *none = PyTuple_GET_ITEM(entry, 1);
-    PyTuple_SET_ITEM(entry, 1, token); /* the tuple takes our reference; only the frame shares it */
-    Py_DECREF(none);
-    Py_DECREF(entry); /* the frame holds it */
-    Py_INCREF(self);
-    return (PyObject *)self;
-}
-
-static PyObject *
-exit_slow(PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
-{
-    /* Scope._exit_slow(*args, **kwargs): every case but the common one, in Python */
     Py_ssize_t total = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
     PyObject **call = PyMem_Malloc((size_t)(total + 1) * sizeof(PyObject *));
     if (call == NULL) {
@@ -259,53 +309,322 @@ exit_slow(PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
     for (Py_ssize_t i = 0; i < total; i++) {
         call[1 + i] = args[i];
     }
-    PyObject *result = PyObject_VectorcallMethod(str_exit_slow, call, (size_t)(1 + nargs), kwnames);
+    PyObject *result = PyObject_VectorcallMethod(name, call, (size_t)(1 + nargs), kwnames);
     PyMem_Free(call);
     return result;
 }
 
 static PyObject *
-scope_exit(PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+enter(engine_state *st, PyObject *op)
 {
-    if (!configured()) {
+    if (configured(st) == NULL) {
+        return NULL;
+    }
+    PyObject *overrides = ((ScopeCore *)op)->overrides;
+    if (overrides == NULL || !PyDict_CheckExact(overrides)) {
+        if (Py_TYPE(op) == st->scope_type) {
+            PyErr_SetString(PyExc_TypeError, "ScopeCore is the compiled base of backends.Scope: "
+                                             "build scopes with backends.flags(...)");
+            return NULL;
+        }
+        /* not the dict Scope() makes (missing, or set by hand): the pure path says what happens */
+        return call_slow(st->str_enter_slow, op, NULL, 0, NULL);
+    }
+    Py_INCREF(overrides); /* a finaliser run by an allocation below could replace _overrides */
+    PyObject *parent, *frame = NULL, *entry = NULL, *token, *result = NULL;
+    if (PyContextVar_Get(st->overrides_var, st->no_scope, &parent) < 0) {
+        goto done;
+    }
+    /* {**parent, **overrides}: below no other scope, a copy of the overrides alone (one
+     * allocation of a table that also has room for the entry) */
+    if (!PyDict_CheckExact(parent)) { /* not a frame this engine made: the pure path decides */
+        Py_DECREF(parent);
+        result = call_slow(st->str_enter_slow, op, NULL, 0, NULL);
+        goto done;
+    }
+    int below_none = PyDict_GET_SIZE(parent) == 0;
+    frame = PyDict_Copy(below_none ? overrides : parent);
+    Py_DECREF(parent);
+    if (frame == NULL) {
+        goto done;
+    }
+    /* The entry is made first, as (scope, None), and its token filled in right after
+     * publishing: nothing can exit this scope in between (no Python code runs here but a
+     * garbage collection's finalisers, which then see a whole tuple). */
+    entry = PyTuple_Pack(2, op, Py_None);
+    if (entry == NULL || (!below_none && PyDict_Update(frame, overrides) < 0) ||
+        PyDict_SetItem(frame, st->entry_key, entry) < 0) {
+        goto done;
+    }
+    token = PyContextVar_Set(st->overrides_var, frame);
+    if (token == NULL) {
+        goto done;
+    }
+    PyObject *none = PyTuple_GET_ITEM(entry, 1);
+    PyTuple_SET_ITEM(entry, 1, token); /* the tuple takes our reference; only the frame shares it */
+    Py_DECREF(none);
+    result = Py_NewRef(op);
+done:
+    Py_XDECREF(entry);
+    Py_XDECREF(frame);
+    Py_DECREF(overrides);
+    return result;
+}
+
+static PyObject *
+exit_(engine_state *st, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (configured(st) == NULL) {
         return NULL;
     }
     if (nargs > 3 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)) {
-        return exit_slow(op, args, nargs, kwnames); /* the pure path's TypeError, or keywords */
+        return call_slow(st->str_exit_slow, op, args, nargs, kwnames); /* the pure path's TypeError */
     }
     PyObject *frame;
-    if (PyContextVar_Get(overrides_var, no_scope, &frame) < 0) {
+    if (PyContextVar_Get(st->overrides_var, st->no_scope, &frame) < 0) {
         return NULL;
     }
-    PyObject *entry = PyDict_GetItemWithError(frame, entry_key); /* borrowed from the frame */
+    PyObject *entry = PyDict_CheckExact(frame) ? PyDict_GetItemWithError(frame, st->entry_key) : NULL;
+    PyObject *token = NULL;
     if (entry != NULL && PyTuple_CheckExact(entry) && PyTuple_GET_SIZE(entry) == 2 &&
         PyTuple_GET_ITEM(entry, 0) == op) {
-        PyObject *token = PyTuple_GET_ITEM(entry, 1);
-        Py_INCREF(token);
-        Py_DECREF(frame);
-        int failed = PyContextVar_Reset(overrides_var, token);
+        token = Py_NewRef(PyTuple_GET_ITEM(entry, 1));
+    }
+    Py_DECREF(frame);
+    if (token != NULL) {
+        int failed = PyContextVar_Reset(st->overrides_var, token);
         Py_DECREF(token);
         if (!failed) {
             Py_RETURN_NONE;
         }
         /* a token of another context, or one already used: the pure path says which */
-        if (!PyErr_ExceptionMatches(PyExc_ValueError) && !PyErr_ExceptionMatches(PyExc_RuntimeError)) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError) && !PyErr_ExceptionMatches(PyExc_RuntimeError) &&
+            !PyErr_ExceptionMatches(PyExc_TypeError)) {
             return NULL;
         }
         PyErr_Clear();
     }
+    else if (PyErr_Occurred()) {
+        return NULL;
+    }
+    return call_slow(st->str_exit_slow, op, args, nargs, NULL);
+}
+
+static PyObject *
+scope_enter(PyObject *op, PyTypeObject *defining, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    engine_state *st = module_state(PyType_GetModule(defining));
+    if (nargs != 0 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)) {
+        return configured(st) == NULL ? NULL : call_slow(st->str_enter_slow, op, args, nargs, kwnames);
+    }
+    return enter(st, op);
+}
+
+static PyObject *
+scope_exit(PyObject *op, PyTypeObject *defining, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    return exit_(module_state(PyType_GetModule(defining)), op, args, nargs, kwnames);
+}
+
+/* -- __aenter__ / __aexit__: an awaitable whose one step enters or exits in C ------------- *
+ * As `async def` methods, they would give a signal a moment between the C entry and the
+ * caller's `async with` (and at the start of __aexit__): here the step is the C call itself. */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *module;
+    PyObject *scope;    /* NULL once stepped */
+    PyObject *exit;     /* the __aexit__ arguments (a tuple), or NULL for __aenter__ */
+} ScopeStep;
+
+static PyObject *
+new_step(engine_state *st, PyObject *module, PyObject *scope, PyObject *exit)
+{
+    ScopeStep *self = PyObject_GC_New(ScopeStep, st->step_type);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->module = Py_NewRef(module);
+    self->scope = Py_NewRef(scope);
+    self->exit = Py_XNewRef(exit);
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
+static PyObject *
+scope_aenter(PyObject *op, PyTypeObject *defining, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *module = PyType_GetModule(defining);
+    if (nargs != 0 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)) {
+        PyErr_SetString(PyExc_TypeError, "__aenter__() takes no arguments");
+        return NULL;
+    }
+    return new_step(module_state(module), module, op, NULL);
+}
+
+static PyObject *
+scope_aexit(PyObject *op, PyTypeObject *defining, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *module = PyType_GetModule(defining);
+    if (nargs > 3 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)) {
+        PyErr_SetString(PyExc_TypeError, "__aexit__() takes at most 3 positional arguments (type, value, traceback)");
+        return NULL;
+    }
+    PyObject *exit = PyTuple_New(nargs);
+    if (exit == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        PyTuple_SET_ITEM(exit, i, Py_NewRef(args[i]));
+    }
+    PyObject *step = new_step(module_state(module), module, op, exit);
+    Py_DECREF(exit);
+    return step;
+}
+
+static PySendResult
+step_send(PyObject *op, PyObject *arg, PyObject **result)
+{
+    ScopeStep *self = (ScopeStep *)op;
+    PyObject *scope = self->scope, *exit = self->exit;
+    *result = NULL;
+    if (scope == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot reuse an already awaited scope __aenter__/__aexit__");
+        return PYGEN_ERROR;
+    }
+    self->scope = NULL; /* one step, whatever happens */
+    self->exit = NULL;
+    engine_state *st = module_state(self->module);
+    PyObject *done = exit == NULL ? enter(st, scope)
+                                  : exit_(st, scope, ((PyTupleObject *)exit)->ob_item, PyTuple_GET_SIZE(exit), NULL);
+    Py_DECREF(scope);
+    Py_XDECREF(exit);
+    if (done == NULL) {
+        return PYGEN_ERROR;
+    }
+    *result = done;
+    return PYGEN_RETURN;
+}
+
+/* The step as a generator-like method: StopIteration(value) when done, as a coroutine's send() */
+static PyObject *
+step_next_value(PyObject *op, PyObject *value)
+{
+    PyObject *result;
+    if (step_send(op, value, &result) == PYGEN_ERROR) {
+        return NULL;
+    }
+    if (result == Py_None) {
+        PyErr_SetNone(PyExc_StopIteration);
+    }
     else {
-        Py_DECREF(frame);
-        if (PyErr_Occurred()) {
-            return NULL;
+        PyObject *stop = PyObject_CallOneArg(PyExc_StopIteration, result);
+        if (stop != NULL) {
+            PyErr_SetObject((PyObject *)Py_TYPE(stop), stop);
+            Py_DECREF(stop);
         }
     }
-    return exit_slow(op, args, nargs, NULL);
+    Py_DECREF(result);
+    return NULL;
 }
+
+static PyObject *
+step_iternext(PyObject *op)
+{
+    return step_next_value(op, Py_None);
+}
+
+static PyObject *
+step_throw(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
+{
+    /* thrown in before its one step (a cancellation): nothing was entered or exited */
+    ScopeStep *self = (ScopeStep *)op;
+    Py_CLEAR(self->scope);
+    Py_CLEAR(self->exit);
+    if (nargs < 1 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "throw() takes 1 to 3 arguments");
+        return NULL;
+    }
+    PyObject *type = args[0], *value = nargs > 1 ? args[1] : Py_None;
+    if (PyExceptionInstance_Check(type)) {
+        PyErr_SetObject((PyObject *)Py_TYPE(type), type);
+    }
+    else if (PyExceptionClass_Check(type)) {
+        PyErr_SetObject(type, value);
+    }
+    else {
+        PyErr_SetString(PyExc_TypeError, "exceptions must be classes or instances deriving from BaseException");
+    }
+    return NULL;
+}
+
+static PyObject *
+step_close(PyObject *op, PyObject *unused)
+{
+    ScopeStep *self = (ScopeStep *)op;
+    Py_CLEAR(self->scope);
+    Py_CLEAR(self->exit);
+    Py_RETURN_NONE;
+}
+
+static int
+step_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    ScopeStep *self = (ScopeStep *)op;
+    Py_VISIT(Py_TYPE(op));
+    Py_VISIT(self->module);
+    Py_VISIT(self->scope);
+    Py_VISIT(self->exit);
+    return 0;
+}
+
+static int
+step_clear(PyObject *op)
+{
+    ScopeStep *self = (ScopeStep *)op;
+    Py_CLEAR(self->module);
+    Py_CLEAR(self->scope);
+    Py_CLEAR(self->exit);
+    return 0;
+}
+
+static void
+step_dealloc(PyObject *op)
+{
+    dealloc_gc(op, step_clear);
+}
+
+static PyMethodDef step_methods[] = {
+    {"send", step_next_value, METH_O, "Make the step: enter or exit the scope (StopIteration carries the result)."},
+    {"throw", (PyCFunction)(void (*)(void))step_throw, METH_FASTCALL, "Raise the exception: the step is not made."},
+    {"close", step_close, METH_NOARGS, "Drop the step without making it."},
+    {NULL},
+};
+
+static PyType_Slot step_slots[] = {
+    {Py_tp_doc, "The awaitable of a scope's __aenter__ or __aexit__: its one step enters or exits, in C."},
+    {Py_am_await, PyObject_SelfIter},
+    {Py_am_send, step_send},
+    {Py_tp_iter, PyObject_SelfIter},
+    {Py_tp_iternext, step_iternext},
+    {Py_tp_methods, step_methods},
+    {Py_tp_traverse, step_traverse},
+    {Py_tp_clear, step_clear},
+    {Py_tp_dealloc, step_dealloc},
+    {0, NULL},
+};
+
+static PyType_Spec step_spec = {
+    .name = "backends._engine._speedups.ScopeStep",
+    .basicsize = sizeof(ScopeStep),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = step_slots,
+};
 
 static int
 scope_traverse(PyObject *op, visitproc visit, void *arg)
 {
+    Py_VISIT(Py_TYPE(op));
     Py_VISIT(((ScopeCore *)op)->overrides);
     return 0;
 }
@@ -321,36 +640,47 @@ static void
 scope_dealloc(PyObject *op)
 {
     /* (Python subclasses' own dealloc untracks, calls this, and releases their type) */
+    PyTypeObject *type = Py_TYPE(op);
     PyObject_GC_UnTrack(op);
     scope_clear(op);
-    Py_TYPE(op)->tp_free(op);
+    type->tp_free(op);
+    Py_DECREF(type); /* a heap base's dealloc releases the instance's type (subtype_dealloc does not) */
 }
 
+#define METHOD_FLAGS (METH_METHOD | METH_FASTCALL | METH_KEYWORDS)
+
 static PyMethodDef scope_methods[] = {
-    {"__enter__", scope_enter, METH_NOARGS, "Enter the scope (see backends.Scope)."},
-    {"__exit__", (PyCFunction)(void (*)(void))scope_exit, METH_FASTCALL | METH_KEYWORDS,
-     "Exit the scope (see backends.Scope)."},
+    {"__enter__", (PyCFunction)(void (*)(void))scope_enter, METHOD_FLAGS, "Enter the scope (see backends.Scope)."},
+    {"__exit__", (PyCFunction)(void (*)(void))scope_exit, METHOD_FLAGS, "Exit the scope (see backends.Scope)."},
+    {"__aenter__", (PyCFunction)(void (*)(void))scope_aenter, METHOD_FLAGS,
+     "An awaitable that enters the scope (see backends.Scope)."},
+    {"__aexit__", (PyCFunction)(void (*)(void))scope_aexit, METHOD_FLAGS,
+     "An awaitable that exits the scope (see backends.Scope)."},
     {NULL},
 };
 
 static PyMemberDef scope_members[] = {
-    {"_overrides", T_OBJECT_EX, offsetof(ScopeCore, overrides), 0, "the flags this scope sets"},
+    {"_overrides", OBJECT_MEMBER, offsetof(ScopeCore, overrides), 0, "the flags this scope sets"},
     {NULL},
 };
 
-static PyTypeObject ScopeCoreType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "backends._engine._speedups.ScopeCore",
-    .tp_basicsize = sizeof(ScopeCore),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "The compiled entry and exit of backends.Scope.",
-    /* tp_new: object's (set at init), so object.__new__(Scope), copyreg's way of unpickling
-     * slot state, works as on the pure path, and Scope.__setstate__ validates what it loads */
-    .tp_traverse = scope_traverse,
-    .tp_clear = scope_clear,
-    .tp_dealloc = scope_dealloc,
-    .tp_methods = scope_methods,
-    .tp_members = scope_members,
+static PyType_Slot scope_slots[] = {
+    {Py_tp_doc, "The compiled entry and exit of backends.Scope."},
+    /* no tp_new: object's, so object.__new__(Scope), copyreg's way of unpickling slot state,
+     * works as on the pure path, and Scope.__setstate__ validates what it loads */
+    {Py_tp_traverse, scope_traverse},
+    {Py_tp_clear, scope_clear},
+    {Py_tp_dealloc, scope_dealloc},
+    {Py_tp_methods, scope_methods},
+    {Py_tp_members, scope_members},
+    {0, NULL},
+};
+
+static PyType_Spec scope_spec = {
+    .name = "backends._engine._speedups.ScopeCore",
+    .basicsize = sizeof(ScopeCore),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = scope_slots,
 };
 
 /* -- namespace flags(...) ---------------------------------------------------------------- */
@@ -362,7 +692,7 @@ static PyTypeObject ScopeCoreType = {
  * call, is handed over as it is: the pure function decides. */
 typedef struct {
     PyObject_HEAD
-    PyObject *single;   /* {keyword: (scope for False, scope for True)} */
+    PyObject *single;   /* {keyword: (scope for False, scope for True)}, a dict of its own */
     PyObject *fallback; /* namespace.py's flags() */
     vectorcallfunc vectorcall;
     PyObject *weakreflist;
@@ -375,38 +705,23 @@ fastflags_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObjec
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (nargs == 0 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == 1) {
         PyObject *value = args[0];
-        if (value == Py_True || value == Py_False) {
-            PyObject *keyword = PyTuple_GET_ITEM(kwnames, 0);
-            /* an exact str only: a str subclass's own __eq__/__hash__ never run here */
-            PyObject *pair = PyUnicode_CheckExact(keyword) ? PyDict_GetItemWithError(self->single, keyword) : NULL;
+        PyObject *keyword = PyTuple_GET_ITEM(kwnames, 0);
+        /* an exact str only (its hash is cached, and the table's keys are exact str): no
+         * Python code runs in this look-up */
+        if ((value == Py_True || value == Py_False) && PyUnicode_CheckExact(keyword)) {
+            PyObject *pair = PyDict_GetItemWithError(self->single, keyword);
             if (pair != NULL && PyTuple_CheckExact(pair) && PyTuple_GET_SIZE(pair) == 2) {
-                PyObject *scope = PyTuple_GET_ITEM(pair, value == Py_True ? 1 : 0);
-                Py_INCREF(scope);
-                return scope;
+                return Py_NewRef(PyTuple_GET_ITEM(pair, value == Py_True ? 1 : 0));
             }
             if (PyErr_Occurred()) {
                 return NULL;
             }
         }
     }
-    return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
-}
-
-static int
-fastflags_init(PyObject *op, PyObject *args, PyObject *kwargs)
-{
-    FastFlags *self = (FastFlags *)op;
-    static char *keywords[] = {"single", "fallback", NULL};
-    PyObject *single, *fallback;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O:FastFlags", keywords, &PyDict_Type, &single, &fallback)) {
-        return -1;
-    }
-    Py_INCREF(single);
-    Py_XSETREF(self->single, single);
-    Py_INCREF(fallback);
-    Py_XSETREF(self->fallback, fallback);
-    self->vectorcall = fastflags_vectorcall;
-    return 0;
+    PyObject *fallback = Py_NewRef(self->fallback);
+    PyObject *result = PyObject_Vectorcall(fallback, args, nargsf, kwnames);
+    Py_DECREF(fallback);
+    return result;
 }
 
 static PyObject *
@@ -475,9 +790,16 @@ static PyGetSetDef fastflags_getset[] = {
     {NULL},
 };
 
+static PyMemberDef fastflags_members[] = {
+    {"__vectorcalloffset__", SSIZE_MEMBER, offsetof(FastFlags, vectorcall), READONLY_MEMBER},
+    {"__weaklistoffset__", SSIZE_MEMBER, offsetof(FastFlags, weakreflist), READONLY_MEMBER},
+    {NULL},
+};
+
 static int
 fastflags_traverse(PyObject *op, visitproc visit, void *arg)
 {
+    Py_VISIT(Py_TYPE(op));
     Py_VISIT(((FastFlags *)op)->single);
     Py_VISIT(((FastFlags *)op)->fallback);
     return 0;
@@ -494,12 +816,10 @@ fastflags_clear(PyObject *op)
 static void
 fastflags_dealloc(PyObject *op)
 {
-    PyObject_GC_UnTrack(op);
     if (((FastFlags *)op)->weakreflist != NULL) {
         PyObject_ClearWeakRefs(op);
     }
-    fastflags_clear(op);
-    Py_TYPE(op)->tp_free(op);
+    dealloc_gc(op, fastflags_clear);
 }
 
 static PyObject *
@@ -508,26 +828,51 @@ fastflags_repr(PyObject *op)
     return PyObject_Repr(((FastFlags *)op)->fallback);
 }
 
-static PyTypeObject FastFlagsType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "backends._engine._speedups.FastFlags",
-    .tp_basicsize = sizeof(FastFlags),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_vectorcall_offset = offsetof(FastFlags, vectorcall),
-    .tp_call = fastflags_call,
-    .tp_new = PyType_GenericNew,
-    .tp_init = fastflags_init,
-    .tp_getattro = fastflags_getattro,
-    .tp_setattro = fastflags_setattro,
-    .tp_descr_get = fastflags_descr_get,
-    .tp_weaklistoffset = offsetof(FastFlags, weakreflist),
-    .tp_methods = fastflags_methods,
-    .tp_getset = fastflags_getset,
-    .tp_repr = fastflags_repr,
-    .tp_traverse = fastflags_traverse,
-    .tp_clear = fastflags_clear,
-    .tp_dealloc = fastflags_dealloc,
+static PyType_Slot fastflags_slots[] = {
+    {Py_tp_call, fastflags_call},
+    {Py_tp_getattro, fastflags_getattro},
+    {Py_tp_setattro, fastflags_setattro},
+    {Py_tp_descr_get, fastflags_descr_get},
+    {Py_tp_methods, fastflags_methods},
+    {Py_tp_getset, fastflags_getset},
+    {Py_tp_members, fastflags_members},
+    {Py_tp_repr, fastflags_repr},
+    {Py_tp_traverse, fastflags_traverse},
+    {Py_tp_clear, fastflags_clear},
+    {Py_tp_dealloc, fastflags_dealloc},
+    {0, NULL},
 };
+
+static PyType_Spec fastflags_spec = {
+    .name = "backends._engine._speedups.FastFlags",
+    .basicsize = sizeof(FastFlags),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = fastflags_slots,
+};
+
+static PyObject *
+fast_flags(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyDict_Check(args[0]) || !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "fast_flags(single, fallback) takes a dict and a callable");
+        return NULL;
+    }
+    PyObject *single = PyDict_Copy(args[0]); /* its own: nobody else can change it */
+    if (single == NULL) {
+        return NULL;
+    }
+    FastFlags *self = PyObject_GC_New(FastFlags, module_state(module)->fastflags_type);
+    if (self == NULL) {
+        Py_DECREF(single);
+        return NULL;
+    }
+    self->single = single;
+    self->fallback = Py_NewRef(args[1]);
+    self->vectorcall = fastflags_vectorcall;
+    self->weakreflist = NULL;
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
 
 /* -- module ------------------------------------------------------------------------------ */
 
@@ -535,57 +880,122 @@ static PyObject *
 configure(PyObject *module, PyObject *args)
 {
     PyObject *var, *empty, *namespace, *entry;
-    if (!PyArg_ParseTuple(args, "O!O!O!O:configure", &PyContextVar_Type, &var, &PyDict_Type, &empty, &PyDict_Type,
+    if (!PyArg_ParseTuple(args, "O!O!O!U:configure", &PyContextVar_Type, &var, &PyDict_Type, &empty, &PyDict_Type,
                           &namespace, &entry)) {
         return NULL;
     }
-    Py_XSETREF(overrides_var, Py_NewRef(var));
-    Py_XSETREF(no_scope, Py_NewRef(empty));
-    Py_XSETREF(state_dict, Py_NewRef(namespace));
-    Py_XSETREF(entry_key, Py_NewRef(entry));
+    engine_state *st = module_state(module);
+    if (st->overrides_var != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "backends._engine._speedups is already configured "
+                                            "(each import of backends has a module of its own)");
+        return NULL;
+    }
+    st->overrides_var = Py_NewRef(var);
+    st->no_scope = Py_NewRef(empty);
+    st->state_dict = Py_NewRef(namespace);
+    st->entry_key = Py_NewRef(entry);
     Py_RETURN_NONE;
 }
 
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(overrides, NO_SCOPE, vars(state), ENTRY): the engine's ContextVar, its default, "
-     "the state module's namespace and the entry key."},
+     "the state module's namespace and the entry key (once per module)."},
+    {"flag_descriptor", (PyCFunction)(void (*)(void))flag_descriptor, METH_FASTCALL,
+     "flag_descriptor(name, property): a flag attribute that reads in C."},
+    {"fast_flags", (PyCFunction)(void (*)(void))fast_flags, METH_FASTCALL,
+     "fast_flags(single, fallback): a namespace's flags() with its one-bool-keyword calls in C."},
     {NULL},
 };
 
-static struct PyModuleDef speedups_module = {
+static int
+add_type(PyObject *module, PyType_Spec *spec, PyObject *base, PyTypeObject **slot)
+{
+    *slot = (PyTypeObject *)PyType_FromModuleAndSpec(module, spec, base);
+    return *slot == NULL ? -1 : PyModule_AddType(module, *slot);
+}
+
+static int
+engine_exec(PyObject *module)
+{
+    engine_state *st = module_state(module);
+    st->str_exit_slow = PyUnicode_InternFromString("_exit_slow");
+    st->str_enter_slow = PyUnicode_InternFromString("_enter_slow");
+    st->str_published = PyUnicode_InternFromString("published");
+    if (st->str_exit_slow == NULL || st->str_enter_slow == NULL || st->str_published == NULL) {
+        return -1;
+    }
+    if (add_type(module, &flag_spec, NULL, &st->flag_type) < 0 ||
+        add_type(module, &scope_spec, NULL, &st->scope_type) < 0 ||
+        add_type(module, &fastflags_spec, NULL, &st->fastflags_type) < 0 ||
+        add_type(module, &step_spec, NULL, &st->step_type) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static int
+engine_traverse(PyObject *module, visitproc visit, void *arg)
+{
+    engine_state *st = module_state(module);
+    Py_VISIT(st->overrides_var);
+    Py_VISIT(st->no_scope);
+    Py_VISIT(st->state_dict);
+    Py_VISIT(st->entry_key);
+    Py_VISIT(st->flag_type);
+    Py_VISIT(st->scope_type);
+    Py_VISIT(st->fastflags_type);
+    Py_VISIT(st->step_type);
+    return 0;
+}
+
+static int
+engine_clear(PyObject *module)
+{
+    engine_state *st = module_state(module);
+    Py_CLEAR(st->overrides_var);
+    Py_CLEAR(st->no_scope);
+    Py_CLEAR(st->state_dict);
+    Py_CLEAR(st->entry_key);
+    Py_CLEAR(st->str_exit_slow);
+    Py_CLEAR(st->str_enter_slow);
+    Py_CLEAR(st->str_published);
+    Py_CLEAR(st->flag_type);
+    Py_CLEAR(st->scope_type);
+    Py_CLEAR(st->fastflags_type);
+    Py_CLEAR(st->step_type);
+    return 0;
+}
+
+static void
+engine_free(void *module)
+{
+    engine_clear((PyObject *)module);
+}
+
+static PyModuleDef_Slot engine_slots[] = {
+    {Py_mod_exec, engine_exec},
+#ifdef Py_mod_multiple_interpreters
+    /* nothing is shared between interpreters: each has its own module, state and types */
+    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+    {0, NULL},
+};
+
+static struct PyModuleDef engine_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "backends._engine._speedups",
     .m_doc = "The compiled path of the engine's flag reads and scope entry and exit (see the C source).",
-    .m_size = -1,
+    .m_size = sizeof(engine_state),
     .m_methods = module_methods,
+    .m_slots = engine_slots,
+    .m_traverse = engine_traverse,
+    .m_clear = engine_clear,
+    .m_free = engine_free,
 };
 
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    ScopeCoreType.tp_new = PyBaseObject_Type.tp_new;
-    if (PyType_Ready(&FlagDescriptorType) < 0 || PyType_Ready(&ScopeCoreType) < 0 ||
-        PyType_Ready(&FastFlagsType) < 0) {
-        return NULL;
-    }
-    str_exit_slow = PyUnicode_InternFromString("_exit_slow");
-    str_enter_slow = PyUnicode_InternFromString("_enter_slow");
-    str_published = PyUnicode_InternFromString("published");
-    if (str_exit_slow == NULL || str_enter_slow == NULL || str_published == NULL) {
-        return NULL;
-    }
-    PyObject *module = PyModule_Create(&speedups_module);
-    if (module == NULL) {
-        return NULL;
-    }
-    Py_INCREF(&FlagDescriptorType);
-    Py_INCREF(&ScopeCoreType);
-    if (PyModule_AddObject(module, "FlagDescriptor", (PyObject *)&FlagDescriptorType) < 0 ||
-        PyModule_AddObject(module, "ScopeCore", (PyObject *)&ScopeCoreType) < 0 ||
-        PyModule_AddObjectRef(module, "FastFlags", (PyObject *)&FastFlagsType) < 0) {
-        Py_DECREF(module);
-        return NULL;
-    }
-    return module;
+    return PyModuleDef_Init(&engine_module);
 }

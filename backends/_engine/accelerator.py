@@ -48,8 +48,10 @@ if _pure_python_wanted(os.environ.get(VARIABLE, "")):
 else:
     try:
         from . import _speedups as speedups  # type: ignore[attr-defined, no-redef]
-    except ImportError:  # not built: no C compiler at install, or a source checkout never built
+    except ModuleNotFoundError:  # not built: no C compiler at install, or a source checkout never built
         reason = "the compiled accelerator is not installed"
+    except ImportError as error:  # built, but this interpreter refuses to load it
+        reason = f"the compiled accelerator cannot be loaded in this interpreter ({error})"
 
 #: whether the compiled accelerator is in use
 ACCELERATED = speedups is not None

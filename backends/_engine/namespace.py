@@ -29,7 +29,7 @@ def _flag_property(flag: Flag) -> Any:
     descriptor that reads in C what the property's getter reads, and for everything else
     (setting, deleting, reading it on the class, its ``__doc__``) is that property."""
     prop = _reference_property(flag)
-    return prop if speedups is None else speedups.FlagDescriptor(flag.name, prop)
+    return prop if speedups is None else speedups.flag_descriptor(flag.name, prop)
 
 
 def _reference_property(flag: Flag) -> property:
@@ -139,7 +139,7 @@ def _flags_builder(prefix: str, members: dict[str, Flag]) -> Any:
     exec(stub_source, stub)
     flags.__wrapped__ = stub["flags"]  # type: ignore[attr-defined]
     if speedups is not None:  # the one-bool-keyword call in C; anything else (and every attribute) is flags'
-        return speedups.FastFlags(dict(single), flags)
+        return speedups.fast_flags(single, flags)
     return flags
 
 

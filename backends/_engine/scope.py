@@ -188,7 +188,12 @@ class Scope(_Base):
         )
 
     async def __aenter__(self) -> Scope:
-        return self.__enter__()
+        parent = current()
+        try:
+            return self.__enter__()
+        except BaseException as error:  # a signal right after the entry: exit before passing it on
+            _unwind(self, parent, error)
+            raise
 
     async def __aexit__(
         self,
@@ -197,6 +202,9 @@ class Scope(_Base):
         tb: TracebackType | None = None,
     ) -> None:
         self.__exit__(exc_type, exc, tb)
+
+    if speedups is not None:  # the C base class's: awaitables whose one step is the C entry or exit
+        del __aenter__, __aexit__
 
     # -- decorator ---------------------------------------------------------
     def __call__(self, fn: F) -> F:
@@ -238,17 +246,46 @@ def _slots_on_load(scope: Scope, state: Any) -> Any:
     return slots if type(slots) is dict else {}
 
 
-def _function(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]:
-    enter, exit_ = scope.__enter__, scope.__exit__
+# -- calls under a scope, safe against signals ---------------------------------------------
+# A decorated call enters, calls and exits with the entry and both exits inside `try`: a
+# KeyboardInterrupt handled at any bytecode boundary (right after the entry returns, at the
+# start of the exit) still exits this call's entry. `parent`, the frame before the entry, tells
+# whether this call entered anything: a signal before the entry leaves nothing to exit.
 
+
+def _unwind(scope: Scope, parent: Any, error: BaseException, exiting: bool = False) -> None:
+    """Exit ``scope`` as ``with`` does while ``error`` is in flight, if this call's entry (made
+    on top of ``parent``) is still in the chain. ``exiting``: ``error`` came out of the plain
+    exit, which only a signal at its start leaves with ``scope`` still innermost; otherwise it
+    was a refused exit, which changed nothing and stays so."""
+    frame = current()
+    if frame is parent:
+        return
+    if exiting and frame.get(ENTRY, _NO_ENTRY)[0] is not scope:
+        return
+    scope.__exit__(type(error), error, error.__traceback__)
+
+
+def _call(scope: Scope, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` with ``scope`` entered in this context, and exited whatever happens."""
+    parent = current()
+    try:
+        scope.__enter__()
+        result = fn(*args, **kwargs)
+    except BaseException as error:
+        _unwind(scope, parent, error)
+        raise
+    try:
+        scope.__exit__()
+    except BaseException as error:
+        _unwind(scope, parent, error, exiting=True)
+        raise
+    return result
+
+
+def _function(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        enter()
-        try:
-            result = fn(*args, **kwargs)
-        except BaseException as error:
-            exit_(type(error), error, error.__traceback__)  # as `with` does: see __exit__
-            raise
-        exit_()
+        result = _call(scope, fn, args, kwargs)
         # What inspect could not tell at decoration: a callable object with an async def or
         # generator __call__, a sync wrapper around an async def. Its body runs later.
         if type(result) in _DEFERRED:
@@ -259,16 +296,19 @@ def _function(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _coroutine(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]:
-    enter, exit_ = scope.__enter__, scope.__exit__
-
-    async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        enter()
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:  # _call, awaiting
+        parent = current()
         try:
+            scope.__enter__()
             result = await fn(*args, **kwargs)
         except BaseException as error:
-            exit_(type(error), error, error.__traceback__)
+            _unwind(scope, parent, error)
             raise
-        exit_()
+        try:
+            scope.__exit__()
+        except BaseException as error:
+            _unwind(scope, parent, error, exiting=True)
+            raise
         return result
 
     return wrapper
@@ -291,9 +331,8 @@ def follow(scope: Scope, result: Any) -> Any:
     return result
 
 
-async def _run_coroutine(scope: Scope, coroutine: Coroutine[Any, Any, Any]) -> Any:
-    with scope:
-        return await coroutine
+def _run_coroutine(scope: Scope, coroutine: Coroutine[Any, Any, Any]) -> Any:
+    return _coroutine(scope, lambda: coroutine)()
 
 
 def drive(
@@ -471,8 +510,7 @@ class Bound(functools.partial):  # type: ignore[type-arg]  # (partial[Any]: a ru
         return self.func
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        with self.snapshot:
-            result = self.func(*args, **kwargs)
+        result = _call(self.snapshot, self.func, args, kwargs)
         # A coroutine's or generator's body runs later. The ABCs also catch those that are
         # not CPython's own (Cython's): bind() is not on a per-call hot path like decorators.
         if isinstance(result, _DEFERRED_ABCS):
