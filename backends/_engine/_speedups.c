@@ -83,32 +83,6 @@ configured(engine_state *st)
     return st;
 }
 
-/* The state of the module that defined ScopeCore, from a type that has it in its MRO (Scope,
- * Snapshot, a subclass): PyType_GetModuleByDef on 3.11+, the same walk by hand on 3.10. */
-static engine_state *
-state_of_type(PyTypeObject *type)
-{
-#if PY_VERSION_HEX >= 0x030B0000
-    PyObject *module = PyType_GetModuleByDef(type, &engine_module);
-    return module == NULL ? NULL : module_state(module);
-#else
-    PyObject *mro = type->tp_mro;
-    if (mro != NULL) {
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); i++) {
-            PyTypeObject *base = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
-            if (PyType_HasFeature(base, Py_TPFLAGS_HEAPTYPE)) {
-                PyObject *module = ((PyHeapTypeObject *)base)->ht_module;
-                if (module != NULL && PyModule_GetDef(module) == &engine_module) {
-                    return module_state(module);
-                }
-            }
-        }
-    }
-    PyErr_Format(PyExc_TypeError, "%s is not a backends scope type", type->tp_name);
-    return NULL;
-#endif
-}
-
 /* -- flag reads ------------------------------------------------------------------------- */
 
 typedef struct {
@@ -296,10 +270,16 @@ typedef struct {
     PyObject *overrides; /* Scope._overrides: a dict of checked values, never changed once set */
 } ScopeCore;
 
-/* The pure path's method `name` of `op`, called with args: every uncommon case. */
+/* The pure path's method `name` of `op`, called with args: every uncommon case. A ScopeCore
+ * made by hand (not a Scope) has no pure path: refused. */
 static PyObject *
 call_slow(PyObject *name, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
+    if (!PyObject_HasAttr((PyObject *)Py_TYPE(op), name)) {
+        PyErr_SetString(PyExc_TypeError, "ScopeCore is the compiled base of backends.Scope: "
+                                         "build scopes with backends.flags(...)");
+        return NULL;
+    }
     Py_ssize_t total = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
     PyObject **call = PyMem_Malloc((size_t)(total + 1) * sizeof(PyObject *));
     if (call == NULL) {
@@ -322,11 +302,6 @@ enter(engine_state *st, PyObject *op)
     }
     PyObject *overrides = ((ScopeCore *)op)->overrides;
     if (overrides == NULL || !PyDict_CheckExact(overrides)) {
-        if (Py_TYPE(op) == st->scope_type) {
-            PyErr_SetString(PyExc_TypeError, "ScopeCore is the compiled base of backends.Scope: "
-                                             "build scopes with backends.flags(...)");
-            return NULL;
-        }
         /* not the dict Scope() makes (missing, or set by hand): the pure path says what happens */
         return call_slow(st->str_enter_slow, op, NULL, 0, NULL);
     }
@@ -426,27 +401,32 @@ scope_exit(PyObject *op, PyTypeObject *defining, PyObject *const *args, Py_ssize
     return exit_(module_state(PyType_GetModule(defining)), op, args, nargs, kwnames);
 }
 
-/* -- __aenter__ / __aexit__: an awaitable whose one step enters or exits in C ------------- *
- * As `async def` methods, they would give a signal a moment between the C entry and the
- * caller's `async with` (and at the start of __aexit__): here the step is the C call itself. */
+/* -- __aenter__ / __aexit__ ------------------------------------------------------------- *
+ * As `async def` methods, they would leave a signal a moment where the scope is entered and no
+ * `async with` will exit it: between the C entry and the caller's `async with`, and between
+ * the call of __aexit__ and the first step of its coroutine. So __aenter__ returns an
+ * awaitable whose one step is the C entry, and __aexit__ exits in C when called and returns an
+ * awaitable of the result: a signal before the step enters nothing, one after the call of
+ * __aexit__ finds the scope exited. */
 
 typedef struct {
     PyObject_HEAD
     PyObject *module;
-    PyObject *scope;    /* NULL once stepped */
-    PyObject *exit;     /* the __aexit__ arguments (a tuple), or NULL for __aenter__ */
+    PyObject *scope;  /* __aenter__: the scope its step enters; NULL once stepped */
+    PyObject *result; /* __aexit__: what the exit returned; NULL once stepped */
 } ScopeStep;
 
 static PyObject *
-new_step(engine_state *st, PyObject *module, PyObject *scope, PyObject *exit)
+new_step(PyObject *module, PyObject *scope, PyObject *result)
 {
-    ScopeStep *self = PyObject_GC_New(ScopeStep, st->step_type);
+    ScopeStep *self = PyObject_GC_New(ScopeStep, module_state(module)->step_type);
     if (self == NULL) {
+        Py_XDECREF(result);
         return NULL;
     }
     self->module = Py_NewRef(module);
-    self->scope = Py_NewRef(scope);
-    self->exit = Py_XNewRef(exit);
+    self->scope = Py_XNewRef(scope);
+    self->result = result; /* stolen */
     PyObject_GC_Track(self);
     return (PyObject *)self;
 }
@@ -454,59 +434,38 @@ new_step(engine_state *st, PyObject *module, PyObject *scope, PyObject *exit)
 static PyObject *
 scope_aenter(PyObject *op, PyTypeObject *defining, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    PyObject *module = PyType_GetModule(defining);
     if (nargs != 0 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)) {
         PyErr_SetString(PyExc_TypeError, "__aenter__() takes no arguments");
         return NULL;
     }
-    return new_step(module_state(module), module, op, NULL);
+    return new_step(PyType_GetModule(defining), op, NULL);
 }
 
 static PyObject *
 scope_aexit(PyObject *op, PyTypeObject *defining, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     PyObject *module = PyType_GetModule(defining);
-    if (nargs > 3 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)) {
-        PyErr_SetString(PyExc_TypeError, "__aexit__() takes at most 3 positional arguments (type, value, traceback)");
-        return NULL;
-    }
-    PyObject *exit = PyTuple_New(nargs);
-    if (exit == NULL) {
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < nargs; i++) {
-        PyTuple_SET_ITEM(exit, i, Py_NewRef(args[i]));
-    }
-    PyObject *step = new_step(module_state(module), module, op, exit);
-    Py_DECREF(exit);
-    return step;
+    PyObject *result = exit_(module_state(module), op, args, nargs, kwnames);
+    return result == NULL ? NULL : new_step(module, NULL, result);
 }
 
 static PySendResult
 step_send(PyObject *op, PyObject *arg, PyObject **result)
 {
     ScopeStep *self = (ScopeStep *)op;
-    PyObject *scope = self->scope, *exit = self->exit;
-    *result = NULL;
-    if (scope == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "cannot reuse an already awaited scope __aenter__/__aexit__");
-        return PYGEN_ERROR;
+    PyObject *scope = self->scope, *done = self->result;
+    self->scope = self->result = NULL; /* one step, whatever happens */
+    if (scope != NULL) {
+        done = enter(module_state(self->module), scope);
+        Py_DECREF(scope);
     }
-    self->scope = NULL; /* one step, whatever happens */
-    self->exit = NULL;
-    engine_state *st = module_state(self->module);
-    PyObject *done = exit == NULL ? enter(st, scope)
-                                  : exit_(st, scope, ((PyTupleObject *)exit)->ob_item, PyTuple_GET_SIZE(exit), NULL);
-    Py_DECREF(scope);
-    Py_XDECREF(exit);
-    if (done == NULL) {
-        return PYGEN_ERROR;
+    else if (done == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot reuse already awaited coroutine");
     }
     *result = done;
-    return PYGEN_RETURN;
+    return done == NULL ? PYGEN_ERROR : PYGEN_RETURN;
 }
 
-/* The step as a generator-like method: StopIteration(value) when done, as a coroutine's send() */
 static PyObject *
 step_next_value(PyObject *op, PyObject *value)
 {
@@ -537,10 +496,10 @@ step_iternext(PyObject *op)
 static PyObject *
 step_throw(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 {
-    /* thrown in before its one step (a cancellation): nothing was entered or exited */
+    /* thrown in before its one step (a cancellation): nothing is entered */
     ScopeStep *self = (ScopeStep *)op;
     Py_CLEAR(self->scope);
-    Py_CLEAR(self->exit);
+    Py_CLEAR(self->result);
     if (nargs < 1 || nargs > 3) {
         PyErr_SetString(PyExc_TypeError, "throw() takes 1 to 3 arguments");
         return NULL;
@@ -563,7 +522,7 @@ step_close(PyObject *op, PyObject *unused)
 {
     ScopeStep *self = (ScopeStep *)op;
     Py_CLEAR(self->scope);
-    Py_CLEAR(self->exit);
+    Py_CLEAR(self->result);
     Py_RETURN_NONE;
 }
 
@@ -574,7 +533,7 @@ step_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(op));
     Py_VISIT(self->module);
     Py_VISIT(self->scope);
-    Py_VISIT(self->exit);
+    Py_VISIT(self->result);
     return 0;
 }
 
@@ -584,7 +543,7 @@ step_clear(PyObject *op)
     ScopeStep *self = (ScopeStep *)op;
     Py_CLEAR(self->module);
     Py_CLEAR(self->scope);
-    Py_CLEAR(self->exit);
+    Py_CLEAR(self->result);
     return 0;
 }
 
@@ -595,14 +554,14 @@ step_dealloc(PyObject *op)
 }
 
 static PyMethodDef step_methods[] = {
-    {"send", step_next_value, METH_O, "Make the step: enter or exit the scope (StopIteration carries the result)."},
+    {"send", step_next_value, METH_O, "Make the step (StopIteration carries the result)."},
     {"throw", (PyCFunction)(void (*)(void))step_throw, METH_FASTCALL, "Raise the exception: the step is not made."},
     {"close", step_close, METH_NOARGS, "Drop the step without making it."},
     {NULL},
 };
 
 static PyType_Slot step_slots[] = {
-    {Py_tp_doc, "The awaitable of a scope's __aenter__ or __aexit__: its one step enters or exits, in C."},
+    {Py_tp_doc, "The awaitable of a scope's __aenter__ (its one step enters, in C) or __aexit__ (the result of the exit made)."},
     {Py_am_await, PyObject_SelfIter},
     {Py_am_send, step_send},
     {Py_tp_iter, PyObject_SelfIter},
@@ -655,7 +614,7 @@ static PyMethodDef scope_methods[] = {
     {"__aenter__", (PyCFunction)(void (*)(void))scope_aenter, METHOD_FLAGS,
      "An awaitable that enters the scope (see backends.Scope)."},
     {"__aexit__", (PyCFunction)(void (*)(void))scope_aexit, METHOD_FLAGS,
-     "An awaitable that exits the scope (see backends.Scope)."},
+     "Exit the scope (see backends.Scope) and return an awaitable of the result."},
     {NULL},
 };
 

@@ -195,13 +195,26 @@ class Scope(_Base):
             _unwind(self, parent, error)
             raise
 
-    async def __aexit__(
+    def __aexit__(
         self,
         exc_type: type[BaseException] | None = None,
         exc: BaseException | None = None,
         tb: TracebackType | None = None,
-    ) -> None:
-        self.__exit__(exc_type, exc, tb)
+    ) -> Coroutine[Any, Any, None]:
+        # Exits when called, and returns an awaitable of the result: as an `async def`, a
+        # signal between the call and the first step of its coroutine would skip the exit.
+        frame = None
+        try:
+            frame = current()
+            self.__exit__(exc_type, exc, tb)
+        except BaseException as error:
+            # A signal before the reset changed nothing and left this scope innermost (a
+            # refused exit leaves another one innermost): exit with it in flight.
+            now = current()
+            if (frame is None or now is frame) and now.get(ENTRY, _NO_ENTRY)[0] is self:
+                self.__exit__(type(error), error, error.__traceback__)
+            raise
+        return _exited()
 
     if speedups is not None:  # the C base class's: awaitables whose one step is the C entry or exit
         del __aenter__, __aexit__
@@ -251,6 +264,10 @@ def _slots_on_load(scope: Scope, state: Any) -> Any:
 # KeyboardInterrupt handled at any bytecode boundary (right after the entry returns, at the
 # start of the exit) still exits this call's entry. `parent`, the frame before the entry, tells
 # whether this call entered anything: a signal before the entry leaves nothing to exit.
+
+
+async def _exited() -> None:
+    """What awaiting a scope's ``__aexit__`` gives: the exit is made by then."""
 
 
 def _unwind(scope: Scope, parent: Any, error: BaseException, exiting: bool = False) -> None:
