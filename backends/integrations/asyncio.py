@@ -57,8 +57,10 @@ class synced(_Stepper, Coroutine[Any, Any, Any]):  # type: ignore[misc]  # lower
 
     def __init__(self, coroutine: Coroutine[Any, Any, Any]) -> None:
         self._coro = coroutine
-        if _speedups is None:  # bound once: these run on every step
-            self._send, self._throw = coroutine.send, coroutine.throw
+        # Bound once (these run on every step), on both engines: an object without send() or
+        # throw() raises AttributeError here, and so create_task() raises it. Rebinding _coro
+        # later changes what the stepper shows, not what it steps.
+        self._send, self._throw = coroutine.send, coroutine.throw
 
     # The Task steps a non-native coroutine with PyIter_Send: ``__next__`` when it sends
     # None (every step but a throw), else ``send``. ``sync`` is read from this module's
@@ -84,8 +86,8 @@ class synced(_Stepper, Coroutine[Any, Any, Any]):  # type: ignore[misc]  # lower
             pass
         return self._throw(*exception)
 
-    if _speedups is not None:  # the C base class's take over
-        del __next__, send, throw
+    if _speedups is not None:  # the C base class's take over (its __init__ binds the same)
+        del __init__, __next__, send, throw
 
     def close(self) -> None:
         self._coro.close()
@@ -105,7 +107,7 @@ class synced(_Stepper, Coroutine[Any, Any, Any]):  # type: ignore[misc]  # lower
 
     def __getattr__(self, name: str) -> Any:  # only for what the class does not define
         if name in ("_coro", "_send", "_throw"):  # not set yet (copy, pickle): no recursion through _coro
-            raise AttributeError(name)
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r} (its __init__ did not run)")
         return getattr(self._coro, name)
 
     def __repr__(self) -> str:

@@ -7,33 +7,125 @@
  *   forget()        backends.sync.invalidate: drop this thread's record of its last push;
  *   StepperCore     backends.asyncio's synced: sync() (nothing it raises reaches the task),
  *                   then the coroutine's own step;
- *   FastPrepare     backends.sync.cublas.prepare: the handle's record says this frame,
- *                   this version and the math mode on the handle: return it; else the pure
- *                   prepare.
+ *   fast_prepare()  backends.sync.cublas.prepare: a FastPrepare, whose call returns the
+ *                   handle's record when it says this frame, this version and the math mode
+ *                   on the handle; else calls the pure prepare.
  *
- * This thread's record lives in the thread state dict (one tuple, replaced whole). Built for
- * the GIL build of CPython only (see hatch_build.py), with backends._engine._speedups.
+ * Written as CPython's own extension modules are (PEP 489, PEP 573, PEP 630): multi-phase
+ * initialisation, every piece of configuration and every interned string in the module's
+ * state (no C static holds a Python object), heap types made for each module object. So each
+ * import of the module (a sub-interpreter's, or a second one after sys.modules was purged of
+ * backends) has its own state, and reads only what its own copy of backends configured.
+ * A StepperCore or a FastPrepare holds a strong reference to the module whose state it reads.
+ *
+ * No borrowed reference is held across a call that can run Python code (a __hash__, an
+ * __eq__, a finaliser run by an allocation): what is taken from a dict is owned until used.
+ *
+ * This thread's record lives in the thread state dict (one tuple, replaced whole), under a key
+ * that belongs to this module object. Built for the GIL build of CPython only (the free-threaded
+ * build takes the pure-Python path; see hatch_build.py), with backends._engine._speedups.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h>
+#include <stddef.h> /* offsetof */
 
-/* Set by configure(): the engine's ContextVar and its default, the state module's namespace
- * (for "version"), the sync package's namespace (for "_device_query") and its _push. */
-static PyObject *overrides_var = NULL;
-static PyObject *no_scope = NULL;
-static PyObject *state_dict = NULL;
-static PyObject *sync_dict = NULL;
-static PyObject *push = NULL;
-static PyObject *str_version = NULL;
-static PyObject *str_query = NULL;
-static PyObject *record_key = NULL; /* this thread's last push, in the thread state dict */
+#ifdef Py_GIL_DISABLED
+#error "backends.sync._speedups relies on the GIL: a free-threaded CPython uses the pure-Python sync layer"
+#endif
+
+#if PY_VERSION_HEX >= 0x030C0000
+#define MEMBER_OBJECT_EX Py_T_OBJECT_EX
+#define MEMBER_SSIZE_T Py_T_PYSSIZET
+#define MEMBER_READONLY Py_READONLY
+#else
+#include <structmember.h>
+#define MEMBER_OBJECT_EX T_OBJECT_EX
+#define MEMBER_SSIZE_T T_PYSSIZET
+#define MEMBER_READONLY READONLY
+#endif
+
+typedef struct {
+    /* Set by configure(): the engine's ContextVar and its default, the state module's namespace
+     * (for "version"), the sync package's namespace (for "_device_query") and its _push. */
+    PyObject *overrides_var;
+    PyObject *no_scope;
+    PyObject *state_dict;
+    PyObject *sync_dict;
+    PyObject *push;
+    /* Set by configure_stepper(): the stepper's module namespace and the sync it holds by
+     * default: a step calls the "sync" found there (a test may replace it), in C when it is
+     * still backends.sync.sync. */
+    PyObject *stepper_globals;
+    PyObject *default_sync;
+    /* Made when the module is executed. */
+    PyObject *str_sync;
+    PyObject *str_send;
+    PyObject *str_throw;
+    PyObject *str_version;
+    PyObject *str_query;
+    PyObject *record_key; /* this thread's last push, in the thread state dict: an object() */
+    PyTypeObject *stepper_type;
+    PyTypeObject *prepare_type;
+} sync_state;
+
+static struct PyModuleDef speedups_def;
+
+static inline sync_state *
+get_state(PyObject *module)
+{
+    return (sync_state *)PyModule_GetState(module);
+}
+
+/* The module whose heap type is in type's MRO (borrowed), or NULL with TypeError set. */
+static PyObject *
+module_of_type(PyTypeObject *type)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    return PyType_GetModuleByDef(type, &speedups_def);
+#else
+    PyObject *mro = type->tp_mro;
+    if (mro != NULL && PyTuple_Check(mro)) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); i++) {
+            PyTypeObject *base = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+            if (!PyType_HasFeature(base, Py_TPFLAGS_HEAPTYPE)) {
+                continue;
+            }
+            PyObject *module = ((PyHeapTypeObject *)base)->ht_module;
+            if (module != NULL && PyModule_Check(module) && PyModule_GetDef(module) == &speedups_def) {
+                return module;
+            }
+        }
+    }
+    PyErr_Format(PyExc_TypeError, "PyType_GetModuleByDef: No superclass of '%s' has the given module",
+                 type->tp_name);
+    return NULL;
+#endif
+}
+
+/* *result: a strong reference to dict[key], or NULL when it is not there. 1 if found, 0 if
+ * not, -1 with an exception set. */
+static int
+dict_get_ref(PyObject *dict, PyObject *key, PyObject **result)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyDict_GetItemRef(dict, key, result);
+#else
+    PyObject *item = PyDict_GetItemWithError(dict, key); /* borrowed, owned at once */
+    if (item == NULL) {
+        *result = NULL;
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    *result = Py_NewRef(item);
+    return 1;
+#endif
+}
 
 static int
-configured(void)
+configured(sync_state *state)
 {
-    if (push == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "backends.sync._speedups is not configured");
+    if (state->push == NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "backends.sync._speedups is not configured: backends.sync.compiled() configures it");
         return 0;
     }
     return 1;
@@ -46,21 +138,71 @@ same(PyObject *a, PyObject *b)
     return a == b ? 1 : PyObject_RichCompareBool(a, b, Py_EQ);
 }
 
-static PyObject *
-fast_sync(PyObject *module, PyObject *unused)
+/* The StopIteration that a generator's send() raises when it returns value, as CPython makes
+ * it: StopIteration() for None, else an instance made with value as its one argument (so a
+ * tuple or an exception is the value, not the arguments). */
+static void
+set_stop_iteration(PyObject *value)
 {
-    if (!configured()) {
+    if (value == Py_None) {
+        PyErr_SetNone(PyExc_StopIteration);
+        return;
+    }
+    PyObject *stop = PyObject_CallOneArg(PyExc_StopIteration, value);
+    if (stop != NULL) {
+        PyErr_SetObject(PyExc_StopIteration, stop);
+        Py_DECREF(stop);
+    }
+}
+
+/* The StopIteration set (of any subclass) taken as a return: its value into *result. Any other
+ * exception stays set. As PyIter_Send reads a step that raised. */
+static PySendResult
+take_stop_iteration(PyObject **result)
+{
+    *result = NULL;
+    if (!PyErr_ExceptionMatches(PyExc_StopIteration)) {
+        return PYGEN_ERROR;
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *stop = PyErr_GetRaisedException();
+    PyObject *value = ((PyStopIterationObject *)stop)->value;
+    *result = Py_NewRef(value == NULL ? Py_None : value);
+    Py_DECREF(stop);
+#else
+    PyObject *type, *stop, *traceback;
+    PyErr_Fetch(&type, &stop, &traceback);
+    PyErr_NormalizeException(&type, &stop, &traceback);
+    if (stop == NULL || !PyObject_TypeCheck(stop, (PyTypeObject *)PyExc_StopIteration)) {
+        PyErr_Restore(type, stop, traceback); /* normalising it failed: that error */
+        return PYGEN_ERROR;
+    }
+    PyObject *value = ((PyStopIterationObject *)stop)->value;
+    *result = Py_NewRef(value == NULL ? Py_None : value);
+    Py_XDECREF(type);
+    Py_DECREF(stop);
+    Py_XDECREF(traceback);
+#endif
+    return PYGEN_RETURN;
+}
+
+/* -- sync() ------------------------------------------------------------------------------ */
+
+static PyObject *
+sync_with(sync_state *state)
+{
+    if (!configured(state)) {
         return NULL;
     }
-    PyObject *query = PyDict_GetItemWithError(sync_dict, str_query); /* borrowed */
+    PyObject *query = NULL;
+    if (dict_get_ref(state->sync_dict, state->str_query, &query) < 0) {
+        return NULL;
+    }
     if (query == NULL || query == Py_None) {
-        if (PyErr_Occurred()) {
-            return NULL;
-        }
+        Py_XDECREF(query);
         Py_RETURN_NONE; /* CuPy is not imported: nothing to push into */
     }
-    Py_INCREF(query);
-    PyObject *device = PyObject_CallNoArgs(query);
+    PyObject *device = PyObject_CallNoArgs(query); /* runs Python: state is read again below */
     Py_DECREF(query);
     if (device == NULL) {
         if (PyErr_ExceptionMatches(PyExc_Exception)) { /* no driver or no device */
@@ -69,23 +211,29 @@ fast_sync(PyObject *module, PyObject *unused)
         }
         return NULL;
     }
-    PyObject *frame = NULL, *key = NULL, *result = NULL;
-    if (PyContextVar_Get(overrides_var, no_scope, &frame) < 0) {
+    PyObject *frame = NULL, *version = NULL, *thread = NULL, *last = NULL, *key = NULL, *push = NULL;
+    PyObject *record_key = NULL, *result = NULL;
+    if (!configured(state)) {
         goto done;
     }
-    PyObject *version = PyDict_GetItemWithError(state_dict, str_version); /* borrowed */
+    record_key = Py_NewRef(state->record_key);
+    if (PyContextVar_Get(state->overrides_var, state->no_scope, &frame) < 0) {
+        goto done;
+    }
+    if (dict_get_ref(state->state_dict, state->str_version, &version) < 0) {
+        goto done;
+    }
     if (version == NULL) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_RuntimeError, "backends._engine.state has no version");
-        }
+        PyErr_SetString(PyExc_RuntimeError, "backends._engine.state has no version");
         goto done;
     }
-    PyObject *thread = PyThreadState_GetDict(); /* borrowed */
-    PyObject *last = thread == NULL ? NULL : PyDict_GetItemWithError(thread, record_key);
-    if (last == NULL && PyErr_Occurred()) {
+    thread = Py_XNewRef(PyThreadState_GetDict());
+    if (thread != NULL && dict_get_ref(thread, record_key, &last) < 0) {
         goto done;
     }
     if (last != NULL && PyTuple_CheckExact(last) && PyTuple_GET_SIZE(last) == 3 && PyTuple_GET_ITEM(last, 0) == frame) {
+        /* each comparison can run Python (a device id's __eq__): last, version and device are
+         * owned here, so whatever it rebinds or drops stays alive until done */
         int equal = same(PyTuple_GET_ITEM(last, 1), version);
         if (equal > 0) {
             equal = same(PyTuple_GET_ITEM(last, 2), device);
@@ -102,6 +250,7 @@ fast_sync(PyObject *module, PyObject *unused)
     if (key == NULL) {
         goto done;
     }
+    push = Py_NewRef(state->push);
     PyObject *pushed = PyObject_CallOneArg(push, device); /* the pure path's pushes; may raise */
     if (pushed == NULL) {
         goto done;
@@ -112,179 +261,295 @@ fast_sync(PyObject *module, PyObject *unused)
     }
     result = Py_NewRef(Py_None);
 done:
+    Py_XDECREF(push);
     Py_XDECREF(key);
+    Py_XDECREF(last);
+    Py_XDECREF(thread);
+    Py_XDECREF(version);
     Py_XDECREF(frame);
+    Py_XDECREF(record_key);
     Py_DECREF(device);
     return result;
 }
 
 static PyObject *
+fast_sync(PyObject *module, PyObject *unused)
+{
+    return sync_with(get_state(module));
+}
+
+static PyObject *
 forget(PyObject *module, PyObject *unused)
 {
-    PyObject *thread = PyThreadState_GetDict();
-    if (thread != NULL && record_key != NULL && PyDict_GetItemWithError(thread, record_key) != NULL) {
-        if (PyDict_DelItem(thread, record_key) < 0) {
-            return NULL;
-        }
+    sync_state *state = get_state(module);
+    PyObject *thread = PyThreadState_GetDict(); /* borrowed; nothing below runs Python first */
+    if (thread == NULL || state->record_key == NULL) {
+        Py_RETURN_NONE;
     }
-    if (PyErr_Occurred()) {
+    int present = PyDict_Contains(thread, state->record_key);
+    if (present < 0 || (present && PyDict_DelItem(thread, state->record_key) < 0)) {
         return NULL;
     }
     Py_RETURN_NONE;
 }
 
-/* The stepper's module namespace and the sync it holds by default: a step calls the "sync"
- * found there (a test may replace it), in C when it is still backends.sync.sync. */
-static PyObject *stepper_globals = NULL;
-static PyObject *default_sync = NULL;
-static PyObject *str_sync = NULL;
-static PyObject *str_send = NULL;
-
-/* sync() for a task step: nothing it raises reaches the task (backends.sync.quietly) */
-static void
-quiet_sync(void)
+static PyObject *
+last_push(PyObject *module, PyObject *unused)
 {
-    PyObject *done;
-    PyObject *chosen = stepper_globals == NULL ? NULL : PyDict_GetItemWithError(stepper_globals, str_sync);
-    if (chosen == NULL && PyErr_Occurred()) {
-        done = NULL;
+    sync_state *state = get_state(module);
+    PyObject *thread = PyThreadState_GetDict(), *last = NULL;
+    if (thread == NULL || state->record_key == NULL) {
+        Py_RETURN_NONE;
     }
-    else if (chosen == NULL || chosen == default_sync) {
-        done = fast_sync(NULL, NULL);
+    if (dict_get_ref(thread, state->record_key, &last) < 0) {
+        return NULL;
     }
-    else {
-        Py_INCREF(chosen);
-        done = PyObject_CallNoArgs(chosen);
-        Py_DECREF(chosen);
-    }
-    if (done == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_Exception)) {
-            PyErr_Clear();
-        }
-        /* a BaseException (KeyboardInterrupt) stays set: the step raises it, as the pure path */
-    }
-    else {
-        Py_DECREF(done);
-    }
+    return last == NULL ? Py_NewRef(Py_None) : last;
 }
 
 /* -- the asyncio stepper ------------------------------------------------------------------ */
 
 typedef struct {
     PyObject_HEAD
-    PyObject *coro; /* synced._coro: the user's coroutine */
+    PyObject *module; /* this module object, for its state (strong) */
+    PyObject *coro;   /* synced._coro: the user's coroutine, as __init__ was given it */
+    /* What the steps step, bound by __init__ as the pure synced binds its _send and _throw (so
+     * rebinding _coro changes what it shows, not what it steps, on both engines): */
+    PyObject *native; /* a coroutine or generator (exact types): stepped with PyIter_Send */
+    PyObject *send;   /* any other coroutine object: its bound send() */
+    PyObject *throw_; /* and its bound throw() */
 } StepperCore;
+
+/* sync() for a task step: nothing it raises reaches the task (backends.sync.quietly). -1 with
+ * a BaseException that is not an Exception (KeyboardInterrupt) set: the step raises it, as the
+ * pure path does. */
+static int
+quiet_sync(StepperCore *self)
+{
+    if (self->module == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "this stepper was cleared");
+        return -1;
+    }
+    PyObject *module = Py_NewRef(self->module);
+    sync_state *state = get_state(module);
+    PyObject *chosen = NULL, *done;
+    if (state->stepper_globals != NULL && dict_get_ref(state->stepper_globals, state->str_sync, &chosen) < 0) {
+        done = NULL;
+    }
+    else if (chosen == NULL || chosen == state->default_sync) {
+        done = sync_with(state);
+    }
+    else {
+        done = PyObject_CallNoArgs(chosen);
+    }
+    Py_XDECREF(chosen);
+    Py_DECREF(module);
+    if (done == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+            return -1;
+        }
+        PyErr_Clear();
+        return 0;
+    }
+    Py_DECREF(done);
+    return 0;
+}
+
+/* As the pure synced's __getattr__ says it, for the bound method a step needs. */
+static void
+not_initialised(StepperCore *self, const char *name)
+{
+    const char *type = Py_TYPE(self)->tp_name, *dot = strrchr(type, '.');
+    PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute '%s' (its __init__ did not run)",
+                 dot == NULL ? type : dot + 1, name);
+}
 
 static PySendResult
 stepper_am_send(PyObject *op, PyObject *arg, PyObject **result)
 {
     StepperCore *self = (StepperCore *)op;
-    quiet_sync();
-    if (PyErr_Occurred()) {
-        *result = NULL;
+    *result = NULL;
+    if (quiet_sync(self) < 0) {
         return PYGEN_ERROR;
     }
-    if (self->coro == NULL) {
-        PyErr_SetString(PyExc_AttributeError, "_coro");
-        *result = NULL;
+    /* Owned for the whole step: the coroutine may rebind what this stepper steps while it runs. */
+    if (self->native != NULL) {
+        PyObject *native = Py_NewRef(self->native);
+        PySendResult status = PyIter_Send(native, arg, result);
+        Py_DECREF(native);
+        return status;
+    }
+    if (self->send == NULL) {
+        not_initialised(self, "_send");
         return PYGEN_ERROR;
     }
-    if (PyCoro_CheckExact(self->coro) || PyGen_CheckExact(self->coro)) {
-        return PyIter_Send(self->coro, arg, result);
-    }
-    /* any other coroutine object: its send(value), as the pure stepper calls it */
-    PyObject *sent = PyObject_CallMethodOneArg(self->coro, str_send, arg);
+    PyObject *send = Py_NewRef(self->send);
+    PyObject *sent = PyObject_CallOneArg(send, arg); /* its send(value), as the pure stepper calls it */
+    Py_DECREF(send);
     if (sent != NULL) {
         *result = sent;
         return PYGEN_NEXT;
     }
-    if (!PyErr_ExceptionMatches(PyExc_StopIteration)) {
-        *result = NULL;
-        return PYGEN_ERROR;
-    }
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    PyErr_NormalizeException(&type, &value, &traceback);
-    PyObject *returned = value == NULL ? Py_NewRef(Py_None) : PyObject_GetAttrString(value, "value");
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(traceback);
-    *result = returned;
-    return returned == NULL ? PYGEN_ERROR : PYGEN_RETURN;
+    return take_stop_iteration(result);
 }
 
+/* __next__ and send(): as the pure stepper's, which return what the coroutine's send() returns
+ * and raise what it raises. */
 static PyObject *
-step(PyObject *op, PyObject *arg)
+step(StepperCore *self, PyObject *arg)
 {
-    PyObject *result;
-    PySendResult status = stepper_am_send(op, arg, &result);
-    if (status == PYGEN_NEXT) {
-        return result;
+    if (quiet_sync(self) < 0) {
+        return NULL;
     }
-    if (status == PYGEN_RETURN) { /* the coroutine returned: StopIteration(value), as a send() raises */
-        PyObject *stop = PyObject_CallOneArg(PyExc_StopIteration, result);
-        Py_DECREF(result);
-        if (stop != NULL) {
-            PyErr_SetObject(PyExc_StopIteration, stop);
-            Py_DECREF(stop);
+    if (self->native != NULL) {
+        PyObject *native = Py_NewRef(self->native), *result = NULL;
+        PySendResult status = PyIter_Send(native, arg, &result);
+        Py_DECREF(native);
+        if (status == PYGEN_RETURN) { /* the coroutine returned: StopIteration, as its send() raises */
+            set_stop_iteration(result);
+            Py_DECREF(result);
+            return NULL;
         }
+        return result; /* NULL with the exception set on PYGEN_ERROR */
     }
-    return NULL;
+    if (self->send == NULL) {
+        not_initialised(self, "_send");
+        return NULL;
+    }
+    PyObject *send = Py_NewRef(self->send);
+    PyObject *result = PyObject_CallOneArg(send, arg); /* raises what it raises, StopIteration subclasses included */
+    Py_DECREF(send);
+    return result;
 }
 
 static PyObject *
 stepper_iternext(PyObject *op)
 {
-    return step(op, Py_None);
+    return step((StepperCore *)op, Py_None);
 }
 
 static PyObject *
 stepper_send(PyObject *op, PyObject *value)
 {
-    return step(op, value);
+    return step((StepperCore *)op, value);
 }
 
 static PyObject *
 stepper_throw(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 {
     StepperCore *self = (StepperCore *)op;
-    quiet_sync();
-    if (PyErr_Occurred()) {
+    if (quiet_sync(self) < 0) {
         return NULL;
     }
-    if (self->coro == NULL) {
-        PyErr_SetString(PyExc_AttributeError, "_coro");
+    PyObject *throw_;
+    if (self->throw_ != NULL) {
+        throw_ = Py_NewRef(self->throw_);
+    }
+    else if (self->native != NULL) {
+        PyObject *native = Py_NewRef(self->native);
+        throw_ = PyObject_GetAttr(native, get_state(self->module)->str_throw); /* a bound method: owns it */
+        Py_DECREF(native);
+        if (throw_ == NULL) {
+            return NULL;
+        }
+    }
+    else {
+        not_initialised(self, "_throw");
         return NULL;
     }
-    PyObject *throw = PyObject_GetAttrString(self->coro, "throw");
-    if (throw == NULL) {
-        return NULL;
-    }
-    PyObject *result = PyObject_Vectorcall(throw, args, (size_t)nargs, NULL);
-    Py_DECREF(throw);
+    PyObject *result = PyObject_Vectorcall(throw_, args, (size_t)nargs, NULL);
+    Py_DECREF(throw_);
     return result;
+}
+
+static PyObject *
+stepper_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *module = module_of_type(type);
+    if (module == NULL) {
+        return NULL;
+    }
+    Py_INCREF(module); /* before the allocation, which can run a finaliser */
+    StepperCore *self = (StepperCore *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    self->module = module;
+    return (PyObject *)self;
+}
+
+/* synced(coroutine): keeps coroutine as _coro and binds what the steps step. As the pure
+ * synced.__init__, an object without send() or throw() raises AttributeError here. */
+static int
+stepper_init(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    StepperCore *self = (StepperCore *)op;
+    static char *keywords[] = {"coroutine", NULL};
+    PyObject *coroutine;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:synced", keywords, &coroutine)) {
+        return -1;
+    }
+    if (self->module == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "this stepper was cleared");
+        return -1;
+    }
+    Py_XSETREF(self->coro, Py_NewRef(coroutine));
+    if (PyCoro_CheckExact(coroutine) || PyGen_CheckExact(coroutine)) { /* both methods are there */
+        Py_XSETREF(self->native, Py_NewRef(coroutine));
+        Py_CLEAR(self->send);
+        Py_CLEAR(self->throw_);
+        return 0;
+    }
+    sync_state *state = get_state(self->module);
+    PyObject *send = PyObject_GetAttr(coroutine, state->str_send);
+    if (send == NULL) {
+        return -1;
+    }
+    PyObject *throw_ = PyObject_GetAttr(coroutine, state->str_throw);
+    if (throw_ == NULL) {
+        Py_DECREF(send);
+        return -1;
+    }
+    Py_CLEAR(self->native);
+    Py_XSETREF(self->send, send);
+    Py_XSETREF(self->throw_, throw_);
+    return 0;
 }
 
 static int
 stepper_traverse(PyObject *op, visitproc visit, void *arg)
 {
-    Py_VISIT(((StepperCore *)op)->coro);
+    StepperCore *self = (StepperCore *)op;
+    Py_VISIT(Py_TYPE(op));
+    Py_VISIT(self->module);
+    Py_VISIT(self->coro);
+    Py_VISIT(self->native);
+    Py_VISIT(self->send);
+    Py_VISIT(self->throw_);
     return 0;
 }
 
 static int
 stepper_clear(PyObject *op)
 {
-    Py_CLEAR(((StepperCore *)op)->coro);
+    StepperCore *self = (StepperCore *)op;
+    Py_CLEAR(self->coro);
+    Py_CLEAR(self->native);
+    Py_CLEAR(self->send);
+    Py_CLEAR(self->throw_);
+    Py_CLEAR(self->module);
     return 0;
 }
 
 static void
 stepper_dealloc(PyObject *op)
 {
+    PyTypeObject *type = Py_TYPE(op);
     PyObject_GC_UnTrack(op);
     stepper_clear(op);
-    Py_TYPE(op)->tp_free(op);
+    type->tp_free(op);
+    Py_DECREF(type);
 }
 
 static PyMethodDef stepper_methods[] = {
@@ -294,34 +559,37 @@ static PyMethodDef stepper_methods[] = {
 };
 
 static PyMemberDef stepper_members[] = {
-    {"_coro", T_OBJECT_EX, offsetof(StepperCore, coro), 0, "the coroutine stepped"},
+    {"_coro", MEMBER_OBJECT_EX, offsetof(StepperCore, coro), 0, "the coroutine this steps, as given to __init__"},
     {NULL},
 };
 
-static PyAsyncMethods stepper_async = {
-    .am_send = stepper_am_send,
+static PyType_Slot stepper_slots[] = {
+    {Py_tp_doc, (void *)"The compiled steps of backends.asyncio's synced."},
+    {Py_am_send, (void *)stepper_am_send},
+    {Py_tp_iter, (void *)PyObject_SelfIter},
+    {Py_tp_iternext, (void *)stepper_iternext},
+    {Py_tp_new, (void *)stepper_new},
+    {Py_tp_init, (void *)stepper_init},
+    {Py_tp_traverse, (void *)stepper_traverse},
+    {Py_tp_clear, (void *)stepper_clear},
+    {Py_tp_dealloc, (void *)stepper_dealloc},
+    {Py_tp_methods, (void *)stepper_methods},
+    {Py_tp_members, (void *)stepper_members},
+    {0, NULL},
 };
 
-static PyTypeObject StepperCoreType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "backends.sync._speedups.StepperCore",
-    .tp_basicsize = sizeof(StepperCore),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "The compiled steps of backends.asyncio's synced.",
-    .tp_as_async = &stepper_async,
-    .tp_iter = PyObject_SelfIter,
-    .tp_iternext = stepper_iternext,
-    .tp_traverse = stepper_traverse,
-    .tp_clear = stepper_clear,
-    .tp_dealloc = stepper_dealloc,
-    .tp_methods = stepper_methods,
-    .tp_members = stepper_members,
+static PyType_Spec stepper_spec = {
+    .name = "backends.sync._speedups.StepperCore",
+    .basicsize = sizeof(StepperCore),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = stepper_slots,
 };
 
 /* -- cuBLAS: the per-launch check -------------------------------------------------------- */
 
 typedef struct {
     PyObject_HEAD
+    PyObject *module;  /* this module object, for its state (strong) */
     PyObject *seen;    /* cublas._seen: handle -> (frame, version, modes, allow_tf32, deterministic) */
     PyObject *mode_on; /* cublas._mode_on: handle -> the math mode known to be set on it */
     PyObject *slow;    /* the pure path's prepare(handle, kind) */
@@ -329,79 +597,108 @@ typedef struct {
 } FastPrepare;
 
 static PyObject *
+call_slow(FastPrepare *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *slow = Py_NewRef(self->slow);
+    PyObject *result = PyObject_Vectorcall(slow, args, nargsf, kwnames);
+    Py_DECREF(slow);
+    return result;
+}
+
+static PyObject *
 prepare_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     FastPrepare *self = (FastPrepare *)op;
+    if (self->module == NULL || self->slow == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "this FastPrepare was cleared");
+        return NULL;
+    }
+    PyObject *module = Py_NewRef(self->module);
+    sync_state *state = get_state(module);
+    PyObject *frame = NULL, *version = NULL, *seen = NULL, *on = NULL, *result = NULL;
+    if (!configured(state)) {
+        goto done;
+    }
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (nargs < 1 || nargs > 2 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) || !configured()) {
-        return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+    if (nargs < 1 || nargs > 2 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)) {
+        result = call_slow(self, args, nargsf, kwnames);
+        goto done;
     }
     PyObject *handle = args[0];
     Py_ssize_t kind = 0; /* FP16 */
     if (nargs == 2) {
-        kind = PyLong_AsSsize_t(args[1]);
+        kind = PyLong_AsSsize_t(args[1]); /* runs no Python: an int, or TypeError/OverflowError */
         if (kind == -1 && PyErr_Occurred()) {
             PyErr_Clear();
-            return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+            result = call_slow(self, args, nargsf, kwnames);
+            goto done;
         }
     }
-    PyObject *seen = PyDict_GetItemWithError(self->seen, handle); /* borrowed */
-    if (seen != NULL && PyTuple_CheckExact(seen) && PyTuple_GET_SIZE(seen) == 5) {
-        PyObject *frame;
-        if (PyContextVar_Get(overrides_var, no_scope, &frame) < 0) {
-            return NULL;
+    /* As the pure prepare: this context's frame and the version first, then the handle's record
+     * (its __hash__ can run Python; everything used after it is owned here). */
+    if (PyContextVar_Get(state->overrides_var, state->no_scope, &frame) < 0 ||
+        dict_get_ref(state->state_dict, state->str_version, &version) < 0 || version == NULL ||
+        dict_get_ref(self->seen, handle, &seen) < 0) {
+        goto fallback;
+    }
+    if (seen != NULL && PyTuple_CheckExact(seen) && PyTuple_GET_SIZE(seen) == 5 && PyTuple_GET_ITEM(seen, 0) == frame) {
+        int differs = PyObject_RichCompareBool(PyTuple_GET_ITEM(seen, 1), version, Py_NE);
+        PyObject *modes = PyTuple_GET_ITEM(seen, 2); /* alive while seen is owned */
+        if (differs < 0) {
+            goto fallback;
         }
-        int current = PyTuple_GET_ITEM(seen, 0) == frame;
-        Py_DECREF(frame);
-        PyObject *version = current ? PyDict_GetItemWithError(state_dict, str_version) : NULL;
-        PyObject *modes = PyTuple_GET_ITEM(seen, 2);
-        if (version != NULL && same(PyTuple_GET_ITEM(seen, 1), version) == 1 && PyTuple_CheckExact(modes) &&
-            kind >= 0 && kind < PyTuple_GET_SIZE(modes)) {
-            PyObject *on = PyDict_GetItemWithError(self->mode_on, handle);
-            if (on != NULL && same(on, PyTuple_GET_ITEM(modes, kind)) == 1) {
-                return Py_NewRef(seen);
+        if (!differs && PyTuple_CheckExact(modes) && kind >= 0 && kind < PyTuple_GET_SIZE(modes)) {
+            if (dict_get_ref(self->mode_on, handle, &on) < 0) {
+                goto fallback;
+            }
+            if (on != NULL) {
+                differs = PyObject_RichCompareBool(on, PyTuple_GET_ITEM(modes, kind), Py_NE);
+                if (differs < 0) {
+                    goto fallback;
+                }
+                if (!differs) {
+                    result = Py_NewRef(seen);
+                    goto done;
+                }
             }
         }
     }
+fallback:
     if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+            goto done; /* KeyboardInterrupt and the like: raised here, not swallowed */
+        }
         PyErr_Clear(); /* the pure path raises what there is to raise */
     }
-    return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
-}
-
-static int
-prepare_init(PyObject *op, PyObject *args, PyObject *kwargs)
-{
-    FastPrepare *self = (FastPrepare *)op;
-    static char *keywords[] = {"seen", "mode_on", "slow", NULL};
-    PyObject *seen, *mode_on, *slow;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O:FastPrepare", keywords, &PyDict_Type, &seen, &PyDict_Type,
-                                     &mode_on, &slow)) {
-        return -1;
-    }
-    Py_XSETREF(self->seen, Py_NewRef(seen));
-    Py_XSETREF(self->mode_on, Py_NewRef(mode_on));
-    Py_XSETREF(self->slow, Py_NewRef(slow));
-    self->vectorcall = prepare_vectorcall;
-    return 0;
-}
-
-static PyObject *
-prepare_call(PyObject *op, PyObject *args, PyObject *kwargs)
-{
-    return PyObject_Call(((FastPrepare *)op)->slow, args, kwargs);
+    result = call_slow(self, args, nargsf, kwnames);
+done:
+    Py_XDECREF(on);
+    Py_XDECREF(seen);
+    Py_XDECREF(version);
+    Py_XDECREF(frame);
+    Py_DECREF(module);
+    return result;
 }
 
 static PyObject *
 prepare_getattro(PyObject *op, PyObject *name)
 {
-    return PyObject_GetAttr(((FastPrepare *)op)->slow, name); /* __doc__, __name__, ... */
+    FastPrepare *self = (FastPrepare *)op;
+    if (self->slow == NULL) {
+        return PyObject_GenericGetAttr(op, name);
+    }
+    PyObject *slow = Py_NewRef(self->slow);
+    PyObject *result = PyObject_GetAttr(slow, name); /* __doc__, __name__, ... */
+    Py_DECREF(slow);
+    return result;
 }
 
 static int
 prepare_traverse(PyObject *op, visitproc visit, void *arg)
 {
     FastPrepare *self = (FastPrepare *)op;
+    Py_VISIT(Py_TYPE(op));
+    Py_VISIT(self->module);
     Py_VISIT(self->seen);
     Py_VISIT(self->mode_on);
     Py_VISIT(self->slow);
@@ -415,47 +712,79 @@ prepare_clear(PyObject *op)
     Py_CLEAR(self->seen);
     Py_CLEAR(self->mode_on);
     Py_CLEAR(self->slow);
+    Py_CLEAR(self->module);
     return 0;
 }
 
 static void
 prepare_dealloc(PyObject *op)
 {
+    PyTypeObject *type = Py_TYPE(op);
     PyObject_GC_UnTrack(op);
     prepare_clear(op);
-    Py_TYPE(op)->tp_free(op);
+    type->tp_free(op);
+    Py_DECREF(type);
 }
 
-static PyTypeObject FastPrepareType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "backends.sync._speedups.FastPrepare",
-    .tp_basicsize = sizeof(FastPrepare),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_vectorcall_offset = offsetof(FastPrepare, vectorcall),
-    .tp_call = prepare_call,
-    .tp_new = PyType_GenericNew,
-    .tp_init = prepare_init,
-    .tp_getattro = prepare_getattro,
-    .tp_traverse = prepare_traverse,
-    .tp_clear = prepare_clear,
-    .tp_dealloc = prepare_dealloc,
+static PyMemberDef prepare_members[] = {
+    {"__vectorcalloffset__", MEMBER_SSIZE_T, offsetof(FastPrepare, vectorcall), MEMBER_READONLY},
+    {NULL},
 };
+
+static PyType_Slot prepare_slots[] = {
+    {Py_tp_call, (void *)PyVectorcall_Call},
+    {Py_tp_getattro, (void *)prepare_getattro},
+    {Py_tp_traverse, (void *)prepare_traverse},
+    {Py_tp_clear, (void *)prepare_clear},
+    {Py_tp_dealloc, (void *)prepare_dealloc},
+    {Py_tp_members, (void *)prepare_members},
+    {0, NULL},
+};
+
+static PyType_Spec prepare_spec = {
+    .name = "backends.sync._speedups.FastPrepare",
+    .basicsize = sizeof(FastPrepare),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_DISALLOW_INSTANTIATION |
+             Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = prepare_slots,
+};
+
+static PyObject *
+fast_prepare(PyObject *module, PyObject *args)
+{
+    PyObject *seen, *mode_on, *slow;
+    if (!PyArg_ParseTuple(args, "O!O!O:fast_prepare", &PyDict_Type, &seen, &PyDict_Type, &mode_on, &slow)) {
+        return NULL;
+    }
+    PyTypeObject *type = get_state(module)->prepare_type;
+    FastPrepare *self = (FastPrepare *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->module = Py_NewRef(module);
+    self->seen = Py_NewRef(seen);
+    self->mode_on = Py_NewRef(mode_on);
+    self->slow = Py_NewRef(slow);
+    self->vectorcall = prepare_vectorcall;
+    return (PyObject *)self;
+}
 
 /* -- module ------------------------------------------------------------------------------ */
 
 static PyObject *
 configure(PyObject *module, PyObject *args)
 {
-    PyObject *var, *empty, *state, *sync, *push_;
+    PyObject *var, *empty, *state_dict, *sync_dict, *push;
     if (!PyArg_ParseTuple(args, "O!O!O!O!O:configure", &PyContextVar_Type, &var, &PyDict_Type, &empty, &PyDict_Type,
-                          &state, &PyDict_Type, &sync, &push_)) {
+                          &state_dict, &PyDict_Type, &sync_dict, &push)) {
         return NULL;
     }
-    Py_XSETREF(overrides_var, Py_NewRef(var));
-    Py_XSETREF(no_scope, Py_NewRef(empty));
-    Py_XSETREF(state_dict, Py_NewRef(state));
-    Py_XSETREF(sync_dict, Py_NewRef(sync));
-    Py_XSETREF(push, Py_NewRef(push_));
+    sync_state *state = get_state(module);
+    Py_XSETREF(state->overrides_var, Py_NewRef(var));
+    Py_XSETREF(state->no_scope, Py_NewRef(empty));
+    Py_XSETREF(state->state_dict, Py_NewRef(state_dict));
+    Py_XSETREF(state->sync_dict, Py_NewRef(sync_dict));
+    Py_XSETREF(state->push, Py_NewRef(push));
     Py_RETURN_NONE;
 }
 
@@ -466,8 +795,9 @@ configure_stepper(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "O!O:configure_stepper", &PyDict_Type, &globals, &sync)) {
         return NULL;
     }
-    Py_XSETREF(stepper_globals, Py_NewRef(globals));
-    Py_XSETREF(default_sync, Py_NewRef(sync));
+    sync_state *state = get_state(module);
+    Py_XSETREF(state->stepper_globals, Py_NewRef(globals));
+    Py_XSETREF(state->default_sync, Py_NewRef(sync));
     Py_RETURN_NONE;
 }
 
@@ -478,40 +808,116 @@ static PyMethodDef module_methods[] = {
      "configure(overrides, NO_SCOPE, vars(state), vars(backends.sync), _push): what sync() reads and calls."},
     {"sync", fast_sync, METH_NOARGS, "backends.sync.sync(), answering 'nothing changed' in C."},
     {"forget", forget, METH_NOARGS, "backends.sync.invalidate(): drop this thread's record of its last push."},
+    {"last_push", last_push, METH_NOARGS,
+     "This thread's record of its last push, (frame, version, device), or None (for tests)."},
+    {"fast_prepare", fast_prepare, METH_VARARGS,
+     "fast_prepare(cublas._seen, cublas._mode_on, cublas._prepare): cuBLAS's per-launch check, "
+     "answering 'nothing changed' in C."},
     {NULL},
 };
 
-static struct PyModuleDef speedups_module = {
+static int
+speedups_exec(PyObject *module)
+{
+    sync_state *state = get_state(module);
+    if ((state->str_sync = PyUnicode_InternFromString("sync")) == NULL ||
+        (state->str_send = PyUnicode_InternFromString("send")) == NULL ||
+        (state->str_throw = PyUnicode_InternFromString("throw")) == NULL ||
+        (state->str_version = PyUnicode_InternFromString("version")) == NULL ||
+        (state->str_query = PyUnicode_InternFromString("_device_query")) == NULL ||
+        (state->record_key = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type)) == NULL) {
+        return -1;
+    }
+    state->stepper_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &stepper_spec, NULL);
+    if (state->stepper_type == NULL || PyModule_AddObjectRef(module, "StepperCore", (PyObject *)state->stepper_type) < 0) {
+        return -1;
+    }
+    state->prepare_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &prepare_spec, NULL);
+    if (state->prepare_type == NULL || PyModule_AddObjectRef(module, "FastPrepare", (PyObject *)state->prepare_type) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static int
+speedups_traverse(PyObject *module, visitproc visit, void *arg)
+{
+    sync_state *state = get_state(module);
+    if (state == NULL) {
+        return 0;
+    }
+    Py_VISIT(state->overrides_var);
+    Py_VISIT(state->no_scope);
+    Py_VISIT(state->state_dict);
+    Py_VISIT(state->sync_dict);
+    Py_VISIT(state->push);
+    Py_VISIT(state->stepper_globals);
+    Py_VISIT(state->default_sync);
+    Py_VISIT(state->str_sync);
+    Py_VISIT(state->str_send);
+    Py_VISIT(state->str_throw);
+    Py_VISIT(state->str_version);
+    Py_VISIT(state->str_query);
+    Py_VISIT(state->record_key);
+    Py_VISIT(state->stepper_type);
+    Py_VISIT(state->prepare_type);
+    return 0;
+}
+
+static int
+speedups_clear(PyObject *module)
+{
+    sync_state *state = get_state(module);
+    if (state == NULL) {
+        return 0;
+    }
+    Py_CLEAR(state->overrides_var);
+    Py_CLEAR(state->no_scope);
+    Py_CLEAR(state->state_dict);
+    Py_CLEAR(state->sync_dict);
+    Py_CLEAR(state->push);
+    Py_CLEAR(state->stepper_globals);
+    Py_CLEAR(state->default_sync);
+    Py_CLEAR(state->str_sync);
+    Py_CLEAR(state->str_send);
+    Py_CLEAR(state->str_throw);
+    Py_CLEAR(state->str_version);
+    Py_CLEAR(state->str_query);
+    Py_CLEAR(state->record_key);
+    Py_CLEAR(state->stepper_type);
+    Py_CLEAR(state->prepare_type);
+    return 0;
+}
+
+static void
+speedups_free(void *module)
+{
+    speedups_clear((PyObject *)module);
+}
+
+static PyModuleDef_Slot speedups_slots[] = {
+    {Py_mod_exec, (void *)speedups_exec},
+#ifdef Py_mod_multiple_interpreters
+    /* true: nothing is shared between module objects (no C static holds a Python object) */
+    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+    {0, NULL},
+};
+
+static struct PyModuleDef speedups_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "backends.sync._speedups",
     .m_doc = "The compiled path of the sync layer's checks when nothing changed (see the C source).",
-    .m_size = -1,
+    .m_size = sizeof(sync_state),
     .m_methods = module_methods,
+    .m_slots = speedups_slots,
+    .m_traverse = speedups_traverse,
+    .m_clear = speedups_clear,
+    .m_free = speedups_free,
 };
 
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    StepperCoreType.tp_new = PyBaseObject_Type.tp_new;
-    if (PyType_Ready(&StepperCoreType) < 0 || PyType_Ready(&FastPrepareType) < 0) {
-        return NULL;
-    }
-    str_sync = PyUnicode_InternFromString("sync");
-    str_send = PyUnicode_InternFromString("send");
-    str_version = PyUnicode_InternFromString("version");
-    str_query = PyUnicode_InternFromString("_device_query");
-    record_key = PyUnicode_InternFromString("backends.sync: last push");
-    if (str_sync == NULL || str_send == NULL || str_version == NULL || str_query == NULL || record_key == NULL) {
-        return NULL;
-    }
-    PyObject *module = PyModule_Create(&speedups_module);
-    if (module == NULL) {
-        return NULL;
-    }
-    if (PyModule_AddObjectRef(module, "StepperCore", (PyObject *)&StepperCoreType) < 0 ||
-        PyModule_AddObjectRef(module, "FastPrepare", (PyObject *)&FastPrepareType) < 0) {
-        Py_DECREF(module);
-        return NULL;
-    }
-    return module;
+    return PyModuleDef_Init(&speedups_def);
 }

@@ -178,7 +178,7 @@ def _prepare(handle: int, kind: int = FP16) -> Seen:
 #: handle's record when it says this frame, this version and this math mode, else calls it
 prepare: Callable[..., Seen] = _prepare
 if compiled() is not None:
-    prepare = compiled().FastPrepare(_seen, _mode_on, _prepare)
+    prepare = compiled().fast_prepare(_seen, _mode_on, _prepare)
 
 
 def check_streams(name: str, handle: int) -> None:
