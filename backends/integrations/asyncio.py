@@ -17,6 +17,15 @@ objects. Everything that looks at a task's coroutine sees the user's:
 ``inspect.getcoroutinestate()`` read its frame and code through the wrapper.
 Nothing ``sync()`` raises reaches the task (a launch through the sync layer
 pushes, and raises, again), and it creates no cuBLAS handle.
+
+The compiled stepper (``backends/sync/_speedups.c``) has no Python frame. The pure
+one's step is a Python method, whose frame (``__next__``, ``send`` or ``throw``
+here) is on the stack while the task runs, so a running task's own
+``get_stack()``, ``traceback.print_stack()`` and ``inspect.stack()`` show it; it
+drops that frame from the traceback of what the coroutine raises, which Python
+allows from 3.11 on (3.10 re-raises the traceback it caught), so on 3.10 only
+tracebacks and a failed task's ``get_stack()`` / ``print_stack()`` show it too.
+A suspended task's ``get_stack()`` never shows it.
 """
 
 from __future__ import annotations
@@ -64,27 +73,41 @@ class synced(_Stepper, Coroutine[Any, Any, Any]):  # type: ignore[misc]  # lower
 
     # The Task steps a non-native coroutine with PyIter_Send: ``__next__`` when it sends
     # None (every step but a throw), else ``send``. ``sync`` is read from this module's
-    # globals at each step, so a test can replace it.
+    # globals at each step, so a test can replace it. What the coroutine raises passes
+    # through unchanged (a StopIteration subclass included), without this frame in its
+    # traceback where Python allows it (see the module's docstring).
     def __next__(self) -> Any:
         try:  # noqa: SIM105  (contextlib.suppress costs a context manager per step)
             sync()
         except Exception:
             pass
-        return self._send(None)
+        try:
+            return self._send(None)
+        except BaseException as error:
+            _leave_out_the_step(error)
+            raise
 
     def send(self, value: Any) -> Any:
         try:  # noqa: SIM105
             sync()
         except Exception:
             pass
-        return self._send(value)
+        try:
+            return self._send(value)
+        except BaseException as error:
+            _leave_out_the_step(error)
+            raise
 
     def throw(self, *exception: Any) -> Any:  # a cancellation, or a throw() of the caller's
         try:  # noqa: SIM105
             sync()
         except Exception:
             pass
-        return self._throw(*exception)
+        try:
+            return self._throw(*exception)
+        except BaseException as error:
+            _leave_out_the_step(error)
+            raise
 
     if _speedups is not None:  # the C base class's take over (its __init__ binds the same)
         del __init__, __next__, send, throw
@@ -112,6 +135,19 @@ class synced(_Stepper, Coroutine[Any, Any, Any]):  # type: ignore[misc]  # lower
 
     def __repr__(self) -> str:
         return repr(self._coro)
+
+
+#: the code of the pure stepper's steps: the frame that _leave_out_the_step drops
+_STEP_CODES = frozenset(vars(synced)[name].__code__ for name in ("__next__", "send", "throw") if name in vars(synced))
+
+
+def _leave_out_the_step(error: BaseException) -> None:
+    """Drop the pure stepper's own frame from the head of ``error``'s traceback, as the C
+    stepper has none: a bare ``raise`` then re-raises it without adding the frame again
+    (on 3.11 and later; 3.10 re-raises the traceback it caught)."""
+    traceback = error.__traceback__
+    if traceback is not None and traceback.tb_frame.f_code in _STEP_CODES:
+        error.__traceback__ = traceback.tb_next
 
 
 class _Task(asyncio.Task):  # type: ignore[type-arg]
