@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine
+import weakref
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ..sync import compiled, sync
@@ -163,6 +164,22 @@ class _Task(asyncio.Task):  # type: ignore[type-arg]
 _Task.__name__ = _Task.__qualname__ = "Task"
 
 
+def _get_coro_of(task: asyncio.Task[Any]) -> Callable[[], Any]:
+    """``task``'s ``get_coro()`` for a task of another factory's type: the task's own answer,
+    with the user's coroutine for the stepper. It asks the task each time (a task may drop
+    its coroutine: on 3.13 an eagerly completed C Task answers ``None``), and holds neither
+    the task, the stepper nor the coroutine."""
+    own = type(task).get_coro
+    task_ref = weakref.ref(task)
+
+    def get_coro() -> Any:
+        task = task_ref()
+        stepper = None if task is None else own(task)
+        return stepper.coroutine() if isinstance(stepper, synced) else stepper
+
+    return get_coro
+
+
 def _plain_task(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
     return _Task(coro, loop=loop, **kwargs)
 
@@ -176,10 +193,11 @@ def _factory(previous: Any) -> Any:
             return _plain_task(loop, stepper, **kwargs)
         task: asyncio.Task[Any] = previous(loop, stepper, **kwargs)
         # Another factory chose the task's type: an instance attribute shadows its
-        # get_coro() (a type without room for one keeps answering with the stepper, which
-        # still shows the coroutine's name and frame in repr() and get_stack()).
-        with contextlib.suppress(AttributeError):
-            task.get_coro = stepper.coroutine  # type: ignore[method-assign]
+        # get_coro() (a type without room for one, or without weak references, keeps
+        # answering with the stepper, which still shows the coroutine's name and frame in
+        # repr() and get_stack()).
+        with contextlib.suppress(AttributeError, TypeError):
+            task.get_coro = _get_coro_of(task)  # type: ignore[method-assign]
         return task
 
     create_task.backends_previous = previous  # type: ignore[attr-defined]
