@@ -520,3 +520,19 @@ show(leaks)
 def test_no_reference_leaks_per_operation_on_a_debug_cpython() -> None:
     (leaks,) = run(REFCOUNTS)[0]
     assert all(abs(per_call) < 0.05 for per_call in leaks.values()), leaks
+
+
+# -- 7. free-threaded CPython --------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not sysconfig.get_config_var("Py_GIL_DISABLED"), reason="needs a free-threaded CPython (3.13t)")
+def test_a_free_threaded_cpython_uses_the_pure_engine_and_keeps_the_gil_off() -> None:
+    """The accelerator relies on the GIL: the free-threaded build installs the pure engine, and
+    importing backends (with its asyncio integration) loads no module that turns the GIL on."""
+    done = subprocess.run(
+        [sys.executable, "-X", "gil=0", "-c",
+         "import sys, backends, backends.integrations.asyncio, backends._engine as e; "
+         "print(e.ACCELERATED, sys._is_gil_enabled())"],
+        capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert done.stdout.split() == ["False", "False"], done.stderr
