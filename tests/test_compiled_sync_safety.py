@@ -49,26 +49,30 @@ def on_both(code: str, **options: bool) -> str:
     return pure
 
 
+ENGINE_CHECK = [
+    "from backends._engine import accelerator",
+    'layer = sys.modules["backends.sync"]',
+    'pure = os.environ.get("BACKENDS_PURE_PYTHON") == "1"',
+    "assert (layer.compiled() is not None) == accelerator.ACCELERATED == (not pure)",
+]
 
 
-def engine_check(indent: str = "    ") -> str:
-    """Lines for a probe: ``layer`` is ``backends.sync``, loaded on the engine asked for."""
-    lines = [
-        "from backends._engine import accelerator",
-        'layer = sys.modules["backends.sync"]',
-        'assert (layer.compiled() is not None) == accelerator.ACCELERATED == (os.environ.get("BACKENDS_PURE_PYTHON") != "1")',
-    ]
-    return ("\n" + indent).join(lines)
+def probe(code: str) -> str:
+    """``code`` with its ``# engine check`` line replaced by lines that load the sync layer as
+    ``layer`` and check that it runs on the engine asked for."""
+    head, rest = code.split("# engine check", 1)
+    head, margin = head.rsplit("\n", 1)
+    return head + "\n" + margin + ("\n" + margin).join(ENGINE_CHECK) + rest
 
 
 # -- section 4: cuBLAS's per-launch check, through a handle whose __hash__ re-enters it -----------
 
-REPLACED_RECORD = """
+REPLACED_RECORD = probe("""
     import os, sys
     import backends
     import cupy  # the stand-in
     from cupy_backends.cuda.libs import cublas
-    %s
+    # engine check
     target = sys.modules["backends.sync.cublas"]
 
     class Marker:
@@ -85,8 +89,8 @@ REPLACED_RECORD = """
             armed["count"] -= 1
             if armed["count"] == 0:  # the outer prepare's second look-up: replace its record
                 matmul = backends.cuda.matmul
-                with matmul.flags(allow_tf32=not matmul.allow_tf32,
-                                  allow_fp16_reduced_precision_reduction=not matmul.allow_fp16_reduced_precision_reduction):
+                fp16 = not matmul.allow_fp16_reduced_precision_reduction
+                with matmul.flags(allow_tf32=not matmul.allow_tf32, allow_fp16_reduced_precision_reduction=fp16):
                     target.prepare(self)
                 # the memory of what the replaced record held (tuples of 2 and of 5), reused
                 armed["junk"] = [((Marker(), Marker()), ("not", "a", "record", 0, Marker())) for _ in range(1000)]
@@ -100,7 +104,7 @@ REPLACED_RECORD = """
         results.add(repr(target.prepare(handle)))
         armed.pop("junk", None)
     print(sorted(results), Marker.eqs)
-""" % engine_check()
+""")
 
 
 @ENGINES
@@ -110,11 +114,11 @@ def test_a_handle_whose_hash_replaces_its_record_gets_what_the_pure_prepare_retu
 
 # -- section 5: sync(), through a device id whose __eq__ writes a default ---------------------------
 
-EQ_WRITES_A_DEFAULT = """
+EQ_WRITES_A_DEFAULT = probe("""
     import os, sys
     import backends
     from backends._engine import state
-    %s
+    # engine check
     for _ in range(400):  # a version that is no cached small int
         backends.set_defaults({})
 
@@ -144,7 +148,7 @@ EQ_WRITES_A_DEFAULT = """
         backends.sync()  # the device "changed": a push, recorded with the version it read
         kept.add(record()[1] - before)
     print(sorted(kept), state.version)
-""" % engine_check()
+""")
 
 
 @ENGINES
@@ -154,10 +158,10 @@ def test_a_device_id_whose_eq_rebinds_the_version_leaves_a_record_of_the_version
 
 # -- section 6: a task stepper whose coroutine rebinds it while it runs ----------------------------
 
-REBOUND_WHILE_RUNNING = """
+REBOUND_WHILE_RUNNING = probe("""
     import asyncio, gc, os, sys
     import backends
-    %s
+    # engine check
 
     async def other():
         return "the other coroutine"
@@ -181,7 +185,7 @@ REBOUND_WHILE_RUNNING = """
         print(await asyncio.create_task(victim(False)), await asyncio.create_task(victim(True)))
 
     asyncio.run(main())
-""" % engine_check()
+""")
 
 
 @ENGINES
@@ -242,7 +246,8 @@ def test_the_c_types_are_not_instantiable_or_are_valid_after_new_alone() -> None
     # others varies with the Python version)
     assert [line.split(":")[0] for line in lines[1:5]] == ["TypeError"] * 4, lines[1:5]
     assert lines[9].startswith("AttributeError: ") and lines[9].endswith(" object has no attribute '_coro'")
-    lines[9] = "AttributeError: 'StepperCore' object has no attribute '_coro'"  # (the type named in full, or not, by version)
+    # (the member's message names the type in full on some versions)
+    lines[9] = "AttributeError: 'StepperCore' object has no attribute '_coro'"
     assert lines[:2] + lines[5:] == [
         "FastPrepare StepperCore",
         "TypeError: cannot create 'backends.sync._speedups.FastPrepare' instances",
@@ -265,7 +270,7 @@ def test_the_c_types_are_not_instantiable_or_are_valid_after_new_alone() -> None
 
 # -- section 1/3: each import of the module has its own state ---------------------------------------
 
-REIMPORT = """
+REIMPORT = probe("""
     import asyncio, os, sys
 
     def fresh_copy():
@@ -273,7 +278,7 @@ REIMPORT = """
             del sys.modules[name]
         import backends
         import backends.integrations.asyncio as aio
-        %s
+        # engine check
         pushes = []
         class Cublas:
             def sync(self, device):
@@ -311,7 +316,7 @@ REIMPORT = """
         assert old[1]._speedups is not new[1]._speedups
         assert old[2].synced.__mro__[1] is not new[2].synced.__mro__[1]
         assert sys.modules["backends.sync._speedups"] is new[1]._speedups
-""" % engine_check(" " * 8)
+""")
 
 
 @ENGINES
@@ -431,11 +436,11 @@ def test_a_sub_interpreter_gets_its_own_compiled_sync_layer() -> None:
 
 # -- section 8: the two steppers behave alike --------------------------------------------------------
 
-STEPPER_PROBE = """
+STEPPER_PROBE = probe("""
     import asyncio, collections.abc, os, sys
     import backends
     from backends.integrations.asyncio import synced
-    %s
+    # engine check
 
     def show(call):
         try:
@@ -508,7 +513,7 @@ STEPPER_PROBE = """
         task = loop.create_task(Raising(StopSub()))
         print("a task's empty StopSub", await task)
     asyncio.run(main())
-""" % engine_check()
+""")
 
 
 @needs_accelerator
@@ -538,10 +543,10 @@ def test_the_compiled_and_pure_steppers_step_alike() -> None:
 
 # -- asyncio R2: a previous factory's eagerly completed task drops its coroutine --------------------
 
-EAGER = """
+EAGER = probe("""
     import asyncio, gc, os, sys, weakref
     import backends
-    %s
+    # engine check
 
     async def done_at_once():
         return 1
@@ -568,7 +573,7 @@ EAGER = """
         print(task.get_coro() is coroutine)
 
     asyncio.run(main())
-""" % engine_check()
+""")
 
 
 @pytest.mark.skipif(
@@ -582,10 +587,10 @@ def test_an_eagerly_completed_task_of_a_previous_factory_answers_none_and_frees_
 
 # -- asyncio R1: the stepper's frame in tracebacks and stacks -----------------------------------------
 
-FRAMES = """
+FRAMES = probe("""
     import asyncio, io, os, sys, traceback
     import backends
-    %s
+    # engine check
 
     async def fail():
         await asyncio.sleep(0)
@@ -622,7 +627,7 @@ FRAMES = """
         print("running get_stack", await asyncio.create_task(running()))
 
     asyncio.run(main())
-""" % engine_check()
+""")
 
 
 @ENGINES
