@@ -301,7 +301,7 @@ def _call(scope: Scope, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
 
 
 if speedups is not None:  # the same in one C call: no signal is handled between its steps
-    _call = speedups.call  # noqa: F811
+    _call = speedups.call
 
 
 def _function(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]:
