@@ -34,6 +34,7 @@ def run_python(code: str, engine: str, *, standin: bool = False) -> str:
     if engine == "pure":
         env["BACKENDS_PURE_PYTHON"] = "1"
     if standin:
+        pytest.importorskip("numpy", reason="the stand-in CuPy needs NumPy (a debug CPython may have none)")
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(STANDIN), env.get("PYTHONPATH")]))
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=REPO, capture_output=True, text=True, timeout=300,
