@@ -536,3 +536,12 @@ def test_a_free_threaded_cpython_uses_the_pure_engine_and_keeps_the_gil_off() ->
         capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
     assert done.stdout.split() == ["False", "False"], done.stderr
+
+
+def test_a_namespaces_flags_shows_the_module_of_the_function_it_fronts() -> None:
+    """The compiled ``flags`` is a C object fronting namespace.py's function: everything but
+    the call is that function's, ``__module__`` included (a heap type has one of its own)."""
+    import backends
+
+    assert backends.cudnn.flags.__module__ == "backends._engine.namespace"
+    assert backends.cuda.matmul.flags.__qualname__.endswith("flags")

@@ -695,6 +695,10 @@ fastflags_call(PyObject *op, PyObject *args, PyObject *kwargs)
 static PyObject *
 fastflags_getattro(PyObject *op, PyObject *name)
 {
+    /* a heap type's dict has __module__ (this file's): the function's is the one to show */
+    if (PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "__module__") == 0) {
+        return PyObject_GetAttr(((FastFlags *)op)->fallback, name);
+    }
     PyObject *own = PyObject_GenericGetAttr(op, name); /* __copy__, __reduce__, __doc__: ours */
     if (own != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError)) {
         return own;
