@@ -7,6 +7,8 @@ target          module it wraps                        flags
 =============== ====================================== =================================================
 cublas          cupy_backends.cuda.libs.cublas         cuda.matmul.*: math mode before every call that
                 (CuPy 13 and 14; nothing on ROCm)      takes a handle, compute type of 2-D float32 GEMMs
+cutensor        cupyx.cutensor (contraction)           cuda.matmul.allow_tf32: TF32 compute descriptor of
+                                                       float32 / complex64 contractions (einsum)
 cufft           cupy.fft._fft                          cuda.cufft_plan_cache.max_size
 cusolver        cupy_backends.cuda.libs.cusolver       cuda.preferred_linalg_library ("magma" warns)
 cudnn           cupyx.cudnn (CuPy 13), and its         cudnn.enabled, deterministic, benchmark;
@@ -18,8 +20,10 @@ cub             cupy.cuda.cub (cub_scan)               algorithms.deterministic:
                                                        take CuPy's own scan
 histogram       cupy._statistics.histogram             algorithms.*: weighted bincount / histogram
 ndimage         cupyx.scipy.ndimage._measurements      algorithms.*: label sums, means, variances
-sparse          cupyx.scipy.sparse._coo, ._compressed  algorithms.*: summing duplicate entries
-cusparse        cupy_backends.cuda.libs.cusparse       algorithms.*: transposed SpMV / SpMM
+sparse          cupyx.scipy.sparse._coo, ._compressed  algorithms.*: summing duplicate entries; minor-axis
+                                                       fancy indexing takes CuPy's sorted path (14.2)
+cusparse        cupy_backends.cuda.libs.cusparse       algorithms.*: SpMV / SpMM take cuSPARSE's
+                                                       deterministic algorithms; transposed ones refuse
 =============== ====================================== =================================================
 
 The ``algorithms.*`` targets share one check (``nondeterministic.alert``): where
@@ -52,6 +56,7 @@ if TYPE_CHECKING:
 #: CuPy module -> the target module (in this package) that wraps it
 TARGETS = {
     "cupy_backends.cuda.libs.cublas": "cublas",
+    "cupyx.cutensor": "cutensor",
     "cupy.fft._fft": "cufft",
     "cupy_backends.cuda.libs.cusolver": "cusolver",
     "cupyx.cudnn": "cudnn",

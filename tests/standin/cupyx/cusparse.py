@@ -8,7 +8,10 @@ from ``cupy.cuda.device.get_cusparse_handle()``. A CSC matrix is taken as the tr
 of a CSR one (``a = a.T; transa = not transa``), as in CuPy. ``check_availability``
 answers from CuPy's CUDA table for the stand-in's cuSPARSE 12.5.9: the legacy
 ``csrmv``/``csrmm2`` are gone (removed in CUDA 11), the generic ``spmv``/``spmm`` are
-there. (CuPy's hipSPARSE table is not modelled.)
+there. On a HIP build it answers from CuPy's hipSPARSE table (the entries used here) for
+the stand-in driver's HIP version: ``csrmv``, ``csrmm``, ``csrmm2``, ``spmv``, ``spmm`` are
+all there, and ``csrmv`` (333-366), ``csrmm2`` (436-491) call the legacy
+``_cusparse.{s,d,c,z}csrmv``/``csrmm2`` through ``_call_cusparse`` (177-188), as CuPy does.
 
 The conversions (``coosort``, ``coo2csr``, ``coo2csc``, ``csr2coo``, ``csc2coo``,
 ``csr2cscEx2``, ``csc2csrEx2``) are cuSPARSE's structural ones: the stand-in computes them
@@ -23,6 +26,8 @@ from typing import Any
 import cupy as _cupy
 from cupy._core import _dtype
 from cupy.cuda import device as _device
+from cupy_backends.cuda.api import driver as _driver
+from cupy_backends.cuda.api import runtime as _runtime
 from cupy_backends.cuda.libs import cusparse as _cusparse
 
 import cupyx.scipy.sparse
@@ -87,11 +92,36 @@ _available_cusparse_version = {
 }
 
 
+# CuPy's hipSPARSE table, the same entries
+_available_hipsparse_version = {
+    "csrmv": (305, None),
+    "csrmm": (305, None),
+    "csrmm2": (305, None),
+    "spmv": (402, None),
+    "spmm": (402, None),
+    "csrsort": (305, None),
+    "cscsort": (305, None),
+    "coosort": (305, None),
+    "coo2csr": (305, None),
+    "csr2coo": (305, None),
+    "csr2csc": (305, None),
+    "csc2csr": (305, None),
+    "csr2cscEx2": (float("inf"), None),
+    "csc2csrEx2": (float("inf"), None),
+    "spgemm": (float("inf"), None),
+}
+
+
 def check_availability(name: str) -> bool:
-    if name not in _available_cusparse_version:
+    if not _runtime.is_hip:
+        available_version = _available_cusparse_version
+        version = _cusparse.get_build_version()
+    else:
+        available_version = _available_hipsparse_version
+        version = _driver.get_build_version()  # = HIP_VERSION
+    if name not in available_version:
         raise ValueError(f"No available version information specified for {name}")
-    version = _cusparse.get_build_version()
-    version_added, version_removed = _available_cusparse_version[name]
+    version_added, version_removed = available_version[name]
     if version_added is not None and version < version_added:
         return False
     return not (version_removed is not None and version >= version_removed)
@@ -264,6 +294,63 @@ def spmm(
     _cusparse.spMM(
         handle, op_a, op_b, _ONE, desc_a.desc, desc_b.desc, _ZERO, desc_c.desc, cuda_dtype, alg, buff.data.ptr
     )
+    c.values = None
+    return c
+
+
+def _call_cusparse(name: str, dtype: Any, *args: Any) -> Any:
+    prefix = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}.get(str(dtype))
+    if prefix is None:
+        raise TypeError
+    return getattr(_cusparse, prefix + name)(*args)
+
+
+def csrmv(a: Any, x: Any, y: Any = None, alpha: Any = 1, beta: Any = 0, transa: bool = False) -> Any:
+    """Matrix-vector product for a CSR-matrix and a dense vector (the legacy API: ROCm)."""
+    if not check_availability("csrmv"):
+        raise RuntimeError("csrmv is not available.")
+    a_shape = a.shape if not transa else a.shape[::-1]
+    if a_shape[1] != len(x):
+        raise ValueError("dimension mismatch")
+    handle = _device.get_cusparse_handle()
+    m, n = a_shape  # noqa: RUF059
+    a, x, y = _cast_common_type(a, x, y)
+    dtype = a.dtype
+    if y is None:
+        y = _cupy.zeros(m, dtype)
+    _call_cusparse(
+        "csrmv", dtype, handle, _transpose_flag(transa), a.shape[0], a.shape[1], a.nnz, _ONE, _cusparse.createMatDescr(),
+        a.data.data.ptr, a.indptr.data.ptr, a.indices.data.ptr, x.data.ptr, _ZERO, y.data.ptr,
+    )  # fmt: skip
+    y.values = None
+    return y
+
+
+def csrmm2(a: Any, b: Any, c: Any = None, alpha: Any = 1.0, beta: Any = 0.0, transa: bool = False,
+           transb: bool = False) -> Any:  # fmt: skip
+    """Matrix-matrix product for a CSR-matrix and a dense matrix (the legacy API: ROCm)."""
+    if not check_availability("csrmm2"):
+        raise RuntimeError("csrmm2 is not available.")
+    if a.ndim != 2 or b.ndim != 2:
+        raise ValueError("expected 2-D matrices")
+    if not a.has_canonical_format:
+        raise ValueError("expected canonical format for a")
+    assert not (transa and transb)
+    a_shape = a.shape if not transa else a.shape[::-1]
+    b_shape = b.shape if not transb else b.shape[::-1]
+    if a_shape[1] != b_shape[0]:
+        raise ValueError("dimension mismatch")
+    handle = _device.get_cusparse_handle()
+    m, k = a_shape  # noqa: RUF059
+    n = b_shape[1]
+    a, b, c = _cast_common_type(a, b, c)
+    if c is None:
+        c = _cupy.zeros((m, n), a.dtype, "F")
+    _call_cusparse(
+        "csrmm2", a.dtype, handle, _transpose_flag(transa), _transpose_flag(transb), a.shape[0], n, a.shape[1],
+        a.nnz, _ONE, _cusparse.createMatDescr(), a.data.data.ptr, a.indptr.data.ptr, a.indices.data.ptr,
+        b.data.ptr, b.shape[0], _ZERO, c.data.ptr, c.shape[0],
+    )  # fmt: skip
     c.values = None
     return c
 

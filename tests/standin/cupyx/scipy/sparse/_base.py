@@ -71,6 +71,30 @@ class _spbase:
             return self * other
         return self @ other
 
+    def sum(self, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
+        """Sum the matrix elements over a given axis (``_base.py`` v14.2.0 626-702, 2-D, not bool):
+        products with a vector of ones, ``self.T`` for ``axis=0``."""
+        m, n = self.shape
+        if axis is None:
+            return self.dot(cupy.ones(n, dtype=self.dtype)).sum(dtype=dtype, out=out)
+        if axis < 0:
+            axis += 2
+        if axis == 0:
+            ret = self.T.dot(cupy.ones(m, dtype=self.dtype)).reshape(1, n)
+        else:
+            ret = self.dot(cupy.ones(n, dtype=self.dtype)).reshape(m, 1)
+        return ret if dtype is None else ret.astype(dtype, copy=False)
+
+    def mean(self, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
+        """The arithmetic mean (``_base.py`` v14.2.0 496-560, float data): the data scaled, then
+        ``sum``. (CuPy divides by a 0-d array for ``axis=None``; the stand-in multiplies.)"""
+        m, n = self.shape
+        if axis is None:
+            return (self * (1.0 / (m * n))).sum(dtype=dtype, out=out)
+        if axis < 0:
+            axis += 2
+        return (self * (1.0 / (m if axis == 0 else n))).sum(axis=axis, dtype=dtype, out=out)
+
 
 class spmatrix(_spbase):
     """Matrix semantics: ``*`` is the matrix product."""

@@ -9,6 +9,17 @@ a flag is cached (``_has_canonical_format``), as in CuPy. ``_get_intXint`` reads
 ``indptr`` values (CuPy syncs there too) and launches ``_index._compress_getitem_kern``
 (or ``_compress_getitem_complex_kern``, or the kernel on int32 copies for bool data),
 looked up on ``_index`` at call time.
+
+CuPy 14.2's minor-axis fancy indexing (``_minor_index_fancy``, 962-1048, reached from
+``csr[:, idx]`` and ``csc[idx, :]``, with ``_major_slice`` of a full slice, 1103-1134, and
+``_empty_like``, 604-612): the histogram path records ``Launch``es of its three raw kernels
+(``bincount_idx_global``, ``row_kept_count``, ``fill_B``; ``_fill_B`` is the class attribute
+that holds CuPy's ``RawModule``) and gives each row's entries in the order of the stored
+entries (CuPy: the order the ``atomicAdd`` write pointer hands out, which varies), with no
+format flags. It takes ``_minor_index_fancy_sorted`` (1050-1101) past int32 sizes, as CuPy;
+that path records one ``Launch("minor_index_fancy_sorted", ...)`` (CuPy launches a series of
+sorts, searches and gathers, all without float atomics) and gives the entries sorted, flagged
+canonical. Both compute the result from the index values (the data values where they exist).
 """
 
 from __future__ import annotations
@@ -19,11 +30,20 @@ from typing import Any
 import cupy
 from cupy import _core
 from cupy._core._dtype import get_dtype
+from cupy._core._kernel import record_launch
 
 from cupyx.scipy.sparse import _base, _index, _util
 from cupyx.scipy.sparse import _data as sparse_data
 
 _IDX_DTYPE = "int32"  # CuPy picks int32 for a matrix whose indices fit
+_INT32_MAX = 2**31 - 1
+
+
+class _RawModule:
+    """What stands for CuPy's ``_core.RawModule`` of a raw kernel (only its name)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
 
 
 def _rows_ok(indptr: Any, indices: Any, strict: bool) -> list[bool]:
@@ -190,6 +210,59 @@ class _compressed_sparse_matrix(sparse_data._data_matrix, _index.IndexMixin):
 
     def _swap(self, x: Any, y: Any) -> tuple[Any, Any]:
         raise NotImplementedError
+
+    _fill_B = _RawModule("fill_B")  # CuPy: fill_B<T, I>, an atomicAdd write pointer per row
+
+    def _empty_like(self, shape: Any) -> Any:
+        return self.__class__(shape, dtype=self.dtype)
+
+    def _major_slice(self, idx: slice, copy: bool = False) -> Any:
+        M, _ = self._swap(*self.shape)
+        if idx.indices(M) == (0, M, 1):
+            return self.copy() if copy else self
+        raise NotImplementedError("the stand-in models only a full slice of the major axis")
+
+    def _minor_entries(self, idx: Any, ordered: bool) -> tuple[Any, Any, Any]:
+        """The (data, indices, indptr) of ``self`` indexed by ``idx`` along the minor axis;
+        each row's entries sorted by their new minor index (``ordered``) or in stored order."""
+        bounds, minor, picks = self.indptr._known_values(), self.indices._known_values(), idx._known_values()
+        rows = []
+        for row in range(len(bounds) - 1):
+            out = [(k, p) for p in range(bounds[row], bounds[row + 1]) for k, c in enumerate(picks) if c == minor[p]]
+            rows.append(sorted(out) if ordered else out)
+        flat = [entry for row in rows for entry in row]
+        indptr = cupy.array(list(itertools.accumulate([0] + [len(row) for row in rows])), self.indptr.dtype)
+        indices = cupy.array([k for k, _ in flat], self.indices.dtype)
+        if self.data.values is None:
+            data = cupy.ndarray((len(flat),), self.data.dtype)
+        else:
+            data = cupy.array([self.data.values[p] for _, p in flat], self.data.dtype)
+        return data, indices, indptr
+
+    def _minor_index_fancy(self, idx: Any) -> Any:
+        """Index along the minor axis where idx is an array of ints."""
+        M, N = self._swap(*self.shape)
+        n_idx = idx.size
+        new_shape = self._swap(M, n_idx)
+        if self.nnz == 0 or n_idx == 0:
+            return self._empty_like(new_shape)
+        if N > _INT32_MAX or n_idx > _INT32_MAX:
+            return self._minor_index_fancy_sorted(idx, M, n_idx, new_shape)
+        record_launch("bincount_idx_global", idx)
+        record_launch("row_kept_count", self.indptr, self.indices)
+        data, indices, indptr = self._minor_entries(idx, ordered=False)
+        record_launch(self._fill_B.name, self.indptr, self.indices, self.data, indptr, indices, data)
+        return self.__class__._from_parts(data, indices, indptr, new_shape)
+
+    def _minor_index_fancy_sorted(self, idx: Any, M: int, n_idx: int, new_shape: Any) -> Any:
+        """Sort-based fancy minor-axis indexing (CuPy's deterministic path)."""
+        record_launch("minor_index_fancy_sorted", self.indices, idx)
+        data, indices, indptr = self._minor_entries(idx, ordered=True)
+        if data.size == 0:
+            return self._empty_like(new_shape)
+        return self.__class__._from_parts(
+            data, indices, indptr, new_shape, has_canonical_format=True, has_sorted_indices=True
+        )
 
     def _get_intXint(self, row: int, col: int) -> Any:
         major, minor = self._swap(row, col)

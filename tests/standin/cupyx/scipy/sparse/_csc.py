@@ -1,7 +1,8 @@
 """Stand-in for ``cupyx.scipy.sparse._csc`` (``_csc.py`` v14.2.0): ``_csc_base`` with
 ``_matmul_dispatch`` (lines 100-207: a dense operand goes to ``cusparse.spmv``/``spmm`` of
-``self.T``, a CSR matrix, with ``transa=True``, after ``self.sum_duplicates()``; sparse
-operands are not modelled), ``tocoo``/``tocsc``/``tocsr`` (320-386), ``transpose``
+``self.T``, a CSR matrix, with ``transa=True``, after ``self.sum_duplicates()``, on ROCm
+(HIP >= 5) to the legacy ``csrmv``/``csrmm2``; sparse operands are not modelled),
+``_get_arrayXslice`` (457-458, ``A[idx, :]``), ``tocoo``/``tocsc``/``tocsr`` (320-386), ``transpose``
 (397-427, a CSR matrix on the same arrays), and ``csc_matrix(spmatrix, _csc_base)``."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import cupy
-from cupy_backends.cuda.api import runtime
+from cupy_backends.cuda.api import driver, runtime
 
 from cupyx.scipy.sparse import _base, _compressed
 
@@ -35,10 +36,11 @@ class _csc_base(_compressed._compressed_sparse_matrix):
                 return self._with_data(self.data * other)
             elif other.ndim == 1:
                 self.sum_duplicates()
-                # (CuPy also requires HIP >= 5 for csrmv on ROCm: unreachable here)
-                if cusparse.check_availability("csrmv"):
+                if cusparse.check_availability("csrmv") and (
+                    not runtime.is_hip or driver.get_build_version() >= 5_00_00000
+                ):
                     # trans=True is buggy as of ROCm 4.2.0
-                    csrmv = cusparse.csrmv  # (not in the stand-in: cuSPARSE 12 has no csrmv)
+                    csrmv = cusparse.csrmv  # ROCm only: cuSPARSE 12 has no csrmv
                 elif cusparse.check_availability("spmv") and not runtime.is_hip:
                     # trans=True is buggy as of ROCm 4.2.0
                     csrmv = cusparse.spmv
@@ -47,8 +49,11 @@ class _csc_base(_compressed._compressed_sparse_matrix):
                 return csrmv(self.T, cupy.asfortranarray(other), transa=True)
             elif other.ndim == 2:
                 self.sum_duplicates()
-                if cusparse.check_availability("csrmm2"):
-                    csrmm = cusparse.csrmm2  # (not in the stand-in)
+                if cusparse.check_availability("csrmm2") and (
+                    not runtime.is_hip or driver.get_build_version() >= 5_00_00000
+                ):
+                    # trans=True is buggy as of ROCm 4.2.0
+                    csrmm = cusparse.csrmm2  # ROCm only
                 elif cusparse.check_availability("spmm"):
                     csrmm = cusparse.spmm
                 else:
@@ -58,6 +63,9 @@ class _csc_base(_compressed._compressed_sparse_matrix):
                 raise ValueError("could not interpret dimensions")
         else:
             return NotImplemented
+
+    def _get_arrayXslice(self, row: Any, col: Any) -> Any:
+        return self._major_slice(col)._minor_index_fancy(row)
 
     def tocoo(self, copy: bool = False) -> Any:
         from cupyx import cusparse

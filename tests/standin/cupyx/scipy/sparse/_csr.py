@@ -1,6 +1,7 @@
 """Stand-in for ``cupyx.scipy.sparse._csr`` (``_csr.py`` v14.2.0): ``_csr_base`` with
 ``_matmul_dispatch`` (lines 188-266: a dense operand goes to ``cusparse.spmv``/``spmm``
-with ``transa=False``; sparse operands are not modelled), ``tocoo``/``tocsc``/``tocsr``
+with ``transa=False``, on ROCm to the legacy ``csrmv``/``csrmm2``; sparse operands are not
+modelled), ``_get_sliceXarray`` (714-715, ``A[:, idx]``), ``tocoo``/``tocsc``/``tocsr``
 (564-638), ``transpose`` (657-691, a CSC matrix on the same arrays), and
 ``csr_matrix(spmatrix, _csr_base)``."""
 
@@ -36,7 +37,7 @@ class _csr_base(_compressed._compressed_sparse_matrix):
                 self.sum_duplicates()
                 other = cupy.asfortranarray(other)
                 if cusparse.check_availability("csrmv"):
-                    csrmv = cusparse.csrmv  # (not in the stand-in: cuSPARSE 12 has no csrmv)
+                    csrmv = cusparse.csrmv  # ROCm only: cuSPARSE 12 has no csrmv
                 elif cusparse.check_availability("spmv"):
                     csrmv = cusparse.spmv
                 else:
@@ -45,7 +46,7 @@ class _csr_base(_compressed._compressed_sparse_matrix):
             elif other.ndim == 2:
                 self.sum_duplicates()
                 if cusparse.check_availability("csrmm2"):
-                    csrmm = cusparse.csrmm2  # (not in the stand-in)
+                    csrmm = cusparse.csrmm2  # ROCm only
                 elif cusparse.check_availability("spmm"):
                     csrmm = cusparse.spmm
                 else:
@@ -55,6 +56,9 @@ class _csr_base(_compressed._compressed_sparse_matrix):
                 raise ValueError("could not interpret dimensions")
         else:
             return NotImplemented
+
+    def _get_sliceXarray(self, row: Any, col: Any) -> Any:
+        return self._major_slice(row)._minor_index_fancy(col)
 
     def tocoo(self, copy: bool = False) -> Any:
         from cupyx import cusparse

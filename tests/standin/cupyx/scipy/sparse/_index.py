@@ -1,7 +1,9 @@
 """Stand-in for ``cupyx.scipy.sparse._index`` (``_index.py`` v14.2.0): the scalar-lookup
 kernels (lines 28-43), ``_get_csr_submatrix_major_axis`` (46-68) and ``IndexMixin``'s
-dispatch of an ``(int, int)`` key to ``_get_intXint`` (356-379, 476-482); other keys are
-not modelled (``NotImplementedError``)."""
+dispatch of an ``(int, int)`` key to ``_get_intXint`` (356-379, 476-482), of ``(slice,
+int array)`` to ``_get_sliceXarray`` and ``(int array, slice)`` to ``_get_arrayXslice``;
+other keys are not modelled (``NotImplementedError``), and an index array must be a CuPy
+array of integers (CuPy also takes lists and checks bounds)."""
 
 from __future__ import annotations
 
@@ -50,7 +52,17 @@ class IndexMixin:
         row, col = self._parse_indices(key)
         if isinstance(row, _int_scalar_types) and isinstance(col, _int_scalar_types):
             return self._get_intXint(row, col)
-        raise NotImplementedError("the stand-in models only A[i, j] with integers i and j")
+        if isinstance(row, slice) and isinstance(col, _core.core._ndarray_base):
+            return self._get_sliceXarray(row, col)
+        if isinstance(row, _core.core._ndarray_base) and isinstance(col, slice):
+            return self._get_arrayXslice(row, col)
+        raise NotImplementedError("the stand-in models only A[i, j] with integers, A[:, idx] and A[idx, :]")
+
+    def _get_sliceXarray(self, row: Any, col: Any) -> Any:
+        raise NotImplementedError("the stand-in models A[:, idx] on CSR only")
+
+    def _get_arrayXslice(self, row: Any, col: Any) -> Any:
+        raise NotImplementedError("the stand-in models A[idx, :] on CSC only")
 
     def _parse_indices(self, key: Any) -> tuple[Any, Any]:
         if not (isinstance(key, tuple) and len(key) == 2):
