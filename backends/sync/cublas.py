@@ -37,15 +37,25 @@ device) starts in the creating context's mode and is recorded for its thread and
 device, so ``sync()`` finds it without asking CuPy (which would create one). A handle
 made before this module wrapped ``create`` is recorded at its first launch here.
 
-Where ``algorithms.deterministic`` is on, a float GEMM (any routine with ``gemm`` in its
-name, less integer ``gemmEx``) launched on a stream other than the null or per-thread
-default stream raises (or warns, with ``algorithms.warn_only``) unless the handle was made
-while ``CUBLAS_WORKSPACE_CONFIG`` was ``:4096:8`` or ``:16:8`` (cuBLAS reads it then): cuBLAS's
-own condition for the same bits when several streams share a handle, as CuPy's streams on one
-thread do.
+Streams. cuBLAS guarantees the same bits from run to run "when a single CUDA stream is
+active only"; with several concurrent streams on one handle it may pick other internal
+workspaces and implementations, unless the handle was made while ``CUBLAS_WORKSPACE_CONFIG``
+was ``:4096:8`` or ``:16:8`` (cuBLAS reads it then; cuBLAS guide, "Results reproducibility").
+CuPy keeps one handle per thread for all its streams (each routine first sets the handle's
+stream to the thread's current one). So every wrapped routine notes the stream it launches on
+(the current stream of ``cupy.cuda.stream``; ``cudaStreamLegacy`` counts as the null stream),
+per handle, in every context; and where ``algorithms.deterministic`` is on, a float GEMM (any
+routine with ``gemm`` in its name, less integer ``gemmEx``) on a handle that has been used from
+more than one stream, this one included, raises (or warns, with ``algorithms.warn_only``)
+unless the handle has a deterministic workspace configuration. A handle used from one stream
+only, default or not, passes. "Used" is counted over the handle's life, not only while
+streams overlap: whether another stream's work is still running cannot be told without
+synchronizing, and cuBLAS's workspace choice depends on the streams it has served.
+A refused GEMM does not count as a use. A handle made before this module wrapped ``create``
+is taken to have been used on a default stream (its earlier launches were not seen).
 
 The cost when nothing changed: one frame-identity comparison, one version
-comparison and two dict lookups per call.
+comparison and two dict lookups per call, and the current-stream query.
 """
 
 from __future__ import annotations
@@ -85,6 +95,9 @@ _INTEGER_TYPES = {3, 7, 8, 9, 10, 11, 12, 13}  # CUDA_R_8I ... CUDA_C_32U: integ
 # configuration, read from the environment by cuBLAS (set it before the first GEMM).
 DETERMINISTIC_WORKSPACES = (":4096:8", ":16:8")
 DEFAULT_STREAMS = (0, 1, 2)  # CuPy's null stream, cudaStreamLegacy, cudaStreamPerThread
+LEGACY_STREAM = 1  # cudaStreamLegacy: the null stream by another name
+SEVERAL = -1  #: in _stream_of: the handle has been used from more than one stream
+SOME_DEFAULT = -2  #: in _stream_of: a handle met after its creation, assumed used on a default stream
 
 FP16, BF16 = 0, 1  # index into the modes tuple
 
@@ -119,6 +132,8 @@ _mode_on: dict[int, int] = {}
 _has_tf32: dict[int, bool] = {}
 #: handle -> CUBLAS_WORKSPACE_CONFIG when it was made (cuBLAS reads it then), or when first seen
 _workspace: dict[int, str | None] = {}
+#: handle -> the one stream it has been used from, or SEVERAL (or SOME_DEFAULT); absent: unused
+_stream_of: dict[int, int] = {}
 #: .handles: {device: [handle, ...]}, this thread's handles, for sync()
 _mine = threading.local()
 _set_math_mode: Callable[[int, int], None] | None = None
@@ -147,6 +162,7 @@ def _adopt(handle: int) -> bool:
     major = _runtime.deviceGetAttribute(_runtime.deviceAttributeComputeCapabilityMajor, device)
     has_tf32 = _has_tf32[handle] = bool(major >= 8)
     _workspace.setdefault(handle, os.environ.get("CUBLAS_WORKSPACE_CONFIG"))
+    _stream_of.setdefault(handle, SOME_DEFAULT)  # made before we wrapped create(): launches unseen
     handles: dict[int, list[int]] = _mine.__dict__.setdefault("handles", {})
     handles.setdefault(device, []).append(handle)
     invalidate()  # the last sync() did not cover this handle
@@ -181,22 +197,45 @@ if compiled() is not None:
     prepare = compiled().fast_prepare(_seen, _mode_on, _prepare)
 
 
-def check_streams(name: str, handle: int) -> None:
-    """Refuse the float GEMM ``name`` (``algorithms.deterministic`` is on) if it launches on a
-    non-default stream while ``handle`` was made without one of cuBLAS's deterministic
-    ``CUBLAS_WORKSPACE_CONFIG`` settings (cuBLAS reads the variable when it makes a handle).
-    CuPy keeps one handle per thread for all its streams."""
-    if _workspace.get(handle) in DETERMINISTIC_WORKSPACES:
-        return
+def current_stream() -> int:
+    """The stream the next routine launches on: the thread's current CuPy stream
+    (``cudaStreamLegacy`` as the null stream; the null stream where ``cupy.cuda.stream`` is not
+    imported, as nothing else can change CuPy's current stream)."""
     streams = sys.modules.get("cupy.cuda.stream")
-    if streams is None or streams.get_current_stream().ptr in DEFAULT_STREAMS:
+    if streams is None:
+        return 0
+    ptr: int = streams.get_current_stream().ptr
+    return 0 if ptr == LEGACY_STREAM else ptr
+
+
+def _other_stream(handle: int, stream: int) -> bool:
+    """Whether ``handle`` has been used from a stream other than ``stream``."""
+    used = _stream_of.get(handle, stream)
+    return used != stream and not (used == SOME_DEFAULT and stream in DEFAULT_STREAMS)
+
+
+def note_stream(handle: int, stream: int) -> None:
+    """Record that ``handle`` launches on ``stream``."""
+    used = _stream_of.setdefault(handle, stream)  # (setdefault: one atomic step for a first use)
+    if used != stream and used != SEVERAL:
+        _stream_of[handle] = stream if used == SOME_DEFAULT and stream in DEFAULT_STREAMS else SEVERAL
+
+
+def check_streams(name: str, handle: int, stream: int) -> None:
+    """Refuse the float GEMM ``name`` (``algorithms.deterministic`` is on) on ``stream`` if
+    ``handle`` has been used from another stream and was made without one of cuBLAS's
+    deterministic ``CUBLAS_WORKSPACE_CONFIG`` settings (cuBLAS reads the variable when it makes
+    a handle). CuPy keeps one handle per thread for all its streams."""
+    if _workspace.get(handle) in DETERMINISTIC_WORKSPACES or not _other_stream(handle, stream):
         return
     alert(
-        f"cuBLAS {name} (a float GEMM: cupy.matmul, cupy.dot, ...) on a non-default CUDA stream",
-        "cuBLAS gives the same bits on several streams only when its handle was made with "
-        "CUBLAS_WORKSPACE_CONFIG=:4096:8 or :16:8",
-        "Set that environment variable before the first cuBLAS call of the process (or launch on "
-        "the default stream)",
+        f"cuBLAS {name} (a float GEMM: cupy.matmul, cupy.dot, ...) on a cuBLAS handle used from more "
+        "than one CUDA stream",
+        "cuBLAS gives the same bits only while one stream uses a handle, unless the handle was made "
+        "with CUBLAS_WORKSPACE_CONFIG=:4096:8 or :16:8; CuPy keeps one handle per thread for all its "
+        "streams",
+        "Set that environment variable before the first cuBLAS call of the process, or keep each "
+        "thread's cuBLAS work on one stream",
     )
 
 
@@ -222,6 +261,7 @@ def _wrap(
             handle = args[0] if args else kwargs.get("handle")
             if handle is not None:
                 prepare(handle)
+                note_stream(handle, current_stream())
             return cupy_routine(*args, **kwargs)
 
         return routine
@@ -233,8 +273,10 @@ def _wrap(
         atype = args[type_at] if type_at is not None and len(args) > type_at else kwargs.get("Atype")
         seen = prepare(handle, BF16 if atype in _BF16_TYPES else FP16)
         allow_tf32 = seen[3]
+        stream = current_stream()
         if seen[4] and atype not in _INTEGER_TYPES:
-            check_streams(name, handle)
+            check_streams(name, handle, stream)
+        note_stream(handle, stream)
         if compute_at is not None and atype in _FP32_TYPES:
             wanted = COMPUTE_32F_FAST_TF32 if allow_tf32 else COMPUTE_32F
             if len(args) > compute_at:
@@ -279,7 +321,7 @@ def _start(handle: int) -> None:
 
 
 def _forget(handle: int) -> None:
-    for table in (_mode_on, _seen, _has_tf32, _workspace):  # the pointer may be reused by a later create()
+    for table in (_mode_on, _seen, _has_tf32, _workspace, _stream_of):  # the pointer may be reused by a later create()
         table.pop(handle, None)
     for handles in getattr(_mine, "handles", {}).values():
         if handle in handles:
@@ -293,7 +335,7 @@ def install(module: ModuleType) -> None:
     _runtime = importlib.import_module("cupy_backends.cuda.api.runtime")
     hip = bool(getattr(_runtime, "is_hip", False))
     _set_math_mode = None
-    for table in (_mode_on, _seen, _has_tf32, _workspace):
+    for table in (_mode_on, _seen, _has_tf32, _workspace, _stream_of):
         table.clear()
     _mine.__dict__.clear()  # this thread's record (other threads' hold handles no longer in _mode_on)
     if hip:
@@ -340,4 +382,5 @@ def _started(handle: int) -> int:
     # A failure must not lose the handle: CuPy has not stored it yet, and its first launch
     # here adopts it and pushes again.
     quietly(_start, handle)
+    _stream_of.pop(handle, None)  # no launch yet (and all of them seen from now on)
     return handle

@@ -17,6 +17,7 @@ from cupy._core._routines_math import add, multiply, subtract
 from cupy._core.core import _grid, array, ndarray
 from cupy._math.misc import maximum, minimum
 from cupy._math.sumprod import cumprod, cumsum
+from cupy.linalg._einsum import einsum
 from cupy.linalg._product import dot, matmul, tensordot
 
 __version__ = "14.0.0+standin"
@@ -157,6 +158,7 @@ __all__ = [
     "cumprod",
     "cumsum",
     "dot",
+    "einsum",
     "empty",
     "empty_like",
     "fft",

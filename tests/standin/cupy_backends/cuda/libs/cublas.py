@@ -21,9 +21,10 @@ On a HIP build (``STANDIN_CUPY_HIP=1``, see ``cupy_backends.cuda.api.runtime``),
 
 ``RECORDER`` holds, in call order:
 
-- ``launches``: a ``Launch(function, handle, math_mode, compute_type, thread)`` for
-  every routine: the handle's math mode at the call, the ``computeType`` argument
-  (``None`` for functions without one) and ``threading.get_ident()``;
+- ``launches``: a ``Launch(function, handle, math_mode, compute_type, thread, stream)``
+  for every routine: the handle's math mode at the call, the ``computeType`` argument
+  (``None`` for functions without one), ``threading.get_ident()`` and the stream CuPy sets
+  on the handle first (the thread's current stream, as ``_setStream`` does);
 - ``math_mode_calls``: a ``MathModeCall(handle, mode, thread)`` for every successful
   ``setMathMode``;
 - ``created``: a ``Created(handle, device, thread)`` for every ``create()``;
@@ -128,6 +129,7 @@ class Launch(NamedTuple):
     math_mode: int
     compute_type: int | None
     thread: int
+    stream: int = 0  # the stream CuPy's _setStream(handle) gave the handle right before the call
 
 
 class MathModeCall(NamedTuple):
@@ -272,13 +274,28 @@ def getMathMode(handle: int) -> int:
 ###############################################################################
 
 
+def _current_stream_ptr() -> int:
+    """``cupy_backends.cuda.stream.get_current_stream_ptr()``, which every routine of CuPy's
+    ``cublas.pyx`` passes to ``setStream`` first (``_setStream``, v14.2.0 line 666): the thread's
+    current stream, or ``runtime.streamPerThread`` (2) for the null stream under
+    ``CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1``."""
+    import sys
+
+    streams = sys.modules.get("cupy.cuda.stream")
+    if streams is None:
+        return 0
+    ptr: int = streams.get_current_stream().ptr
+    return 2 if ptr == 0 and streams._ptds else ptr
+
+
 def _launch(function: str, handle: int, compute_type: int | None = None) -> None:
     if compute_type is not None:
         compute_type = int(compute_type)
+    stream = _current_stream_ptr()
     with _lock:
         mode = _live(handle)
         with RECORDER.lock:
-            RECORDER.launches.append(Launch(function, handle, mode, compute_type, threading.get_ident()))
+            RECORDER.launches.append(Launch(function, handle, mode, compute_type, threading.get_ident(), stream))
 
 
 def _routine(line: str) -> Callable[..., Any]:
