@@ -117,11 +117,8 @@ def test_an_explicit_descriptor_is_exchanged_only_between_32f_and_tf32(cupy: Mod
     # mixed types, and keyword operands, pass through the wrapper unchanged
     with TF32_ON:
         assert descriptor_of(lambda: cutensor.contraction(1.0, a, "ij", b, "jk", 0.0, out, "ik")) == DESC_TF32
-        assert (
-            descriptor_of(lambda: cutensor.contraction(1.0, A=a, mode_A="ij", B=b, mode_B="jk", beta=0.0, C=out,
-                                                       mode_C="ik"))  # fmt: skip
-            == DESC_TF32
-        )
+        by_keyword = {"A": a, "mode_A": "ij", "B": b, "mode_B": "jk", "beta": 0.0, "C": out, "mode_C": "ik"}
+        assert descriptor_of(lambda: cutensor.contraction(1.0, **by_keyword)) == DESC_TF32
 
 
 def test_the_wrapper_keeps_cupys_function(cupy: ModuleType) -> None:
