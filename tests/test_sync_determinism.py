@@ -534,3 +534,251 @@ def test_no_hook_failed_while_wrapping_the_stand_in(standin_cupy: ModuleType) ->
 
     assert hooks.failures == []
     assert {"scatter", "cub", "histogram", "ndimage", "sparse", "cusparse"} <= set(installed)
+
+
+# -- cuSPARSE's deterministic algorithms (issue 22, item 1) -------------------------------------------
+
+SPMV_DEFAULT, SPMV_CSR_ALG2, SPMV_COO_ALG2 = 0, 3, 4  # cusparseSpMVAlg_t (cusparse.h)
+SPMM_DEFAULT, SPMM_CSR_ALG3, SPMM_COO_ALG2 = 0, 12, 2  # cusparseSpMMAlg_t
+
+
+def algorithms_reaching_cusparse(launch: Callable[[], object]) -> list[tuple[str, int | None]]:
+    """``(function, alg)`` of every cuSPARSE query and launch that ``launch()`` makes."""
+    from cupy_backends.cuda.libs import cusparse
+
+    before = len(cusparse.RECORDER.calls)
+    launch()
+    return [(call.function, call.alg) for call in cusparse.RECORDER.calls[before:]]
+
+
+def spmv(alg: int) -> list[tuple[str, int | None]]:
+    return [("spMV_bufferSize", alg), ("spMV", alg)]
+
+
+def spmm(alg: int) -> list[tuple[str, int | None]]:
+    return [("spMM_bufferSize", alg), ("spMM", alg)]
+
+
+def test_sparse_products_take_cusparses_deterministic_algorithms_in_the_scope(standin_cupy: ModuleType) -> None:
+    cupy = standin_cupy
+    import cupyx.cusparse
+
+    csr = coo(cupy, "float32", *NO_DUPLICATES).tocsr()
+    vector, matrix = cupy.ones(3, "float32"), cupy.ones((3, 2), "float32")
+    products = {
+        "csr @ vector": (lambda: csr @ vector, spmv(SPMV_CSR_ALG2)),
+        "csr @ matrix": (lambda: csr @ matrix, spmm(SPMM_CSR_ALG3)),
+        "csr.dot(vector)": (lambda: csr.dot(vector), spmv(SPMV_CSR_ALG2)),
+        "coo @ vector": (lambda: coo(cupy, "float32", *NO_DUPLICATES) @ vector, spmv(SPMV_CSR_ALG2)),  # via tocsr
+        "spmv(coo)": (lambda: cupyx.cusparse.spmv(csr.tocoo(), vector), spmv(SPMV_COO_ALG2)),
+        "spmm(coo)": (lambda: cupyx.cusparse.spmm(csr.tocoo(), matrix), spmm(SPMM_COO_ALG2)),
+        "spmv(csc, transa=True)": (lambda: cupyx.cusparse.spmv(csr.tocsc(), vector, transa=True), spmv(SPMV_CSR_ALG2)),
+        "csr.sum()": (lambda: csr.sum(), spmv(SPMV_CSR_ALG2)),
+        "csr.sum(axis=1)": (lambda: csr.sum(axis=1), spmv(SPMV_CSR_ALG2)),
+        "csr.mean()": (lambda: csr.mean(), spmv(SPMV_CSR_ALG2)),
+        "csc.sum(axis=0)": (lambda: csr.tocsc().sum(axis=0), spmv(SPMV_CSR_ALG2)),  # csc.T is a CSR matrix
+    }
+    for name, (launch, inside) in products.items():
+        with DETERMINISTIC:
+            assert algorithms_reaching_cusparse(launch) == inside, name
+        with WARN_ONLY, warnings.catch_warnings():
+            warnings.simplefilter("error")  # a deterministic algorithm: nothing to warn about
+            assert algorithms_reaching_cusparse(launch) == inside, name
+        default = [(function, 0) for function, _ in inside]
+        assert algorithms_reaching_cusparse(launch) == default, name  # outside: CuPy's default, as CuPy
+        with DETERMINISTIC, ALLOWED:
+            assert algorithms_reaching_cusparse(launch) == default, name
+
+
+def test_products_without_a_deterministic_algorithm_are_refused_naming_the_way_out(standin_cupy: ModuleType) -> None:
+    cupy = standin_cupy
+    csr = coo(cupy, "float32", *NO_DUPLICATES).tocsr()
+    csc = csr.tocsc()
+    refusals = {
+        "csc @ vector": lambda: csc @ cupy.ones(3, "float32"),
+        "csc.sum()": lambda: csc.sum(),
+        "csc.mean()": lambda: csc.mean(),
+        "csc.sum(axis=1)": lambda: csc.sum(axis=1),
+        "csr.sum(axis=0)": lambda: csr.sum(axis=0),
+    }
+    for name, launch in refusals.items():
+        with DETERMINISTIC, refused("cupyx.cusparse.spmv with a transposed matrix") as raised:
+            launch()
+        assert ".tocsr() first" in str(raised.value), name
+        assert "csr_matrix.sum(axis=0)" in str(raised.value) and "csc_matrix.sum()" in str(raised.value)
+        with WARN_ONLY, pytest.warns(backends.NondeterministicAlgorithmWarning, match="spmv with a transposed"):
+            ran = algorithms_reaching_cusparse(launch)
+        assert ran == spmv(SPMV_DEFAULT), name  # warned, and run as CuPy asked
+    check_refused(lambda: csc @ cupy.ones((3, 2), "float32"), "cupyx.cusparse.spmm with a transposed matrix",
+                  sparse_calls(cupy, "spMM"))  # fmt: skip
+
+
+def test_a_sparse_format_without_a_deterministic_algorithm_is_refused(standin_cupy: ModuleType) -> None:
+    cupy = standin_cupy
+    import cupyx.cusparse
+    from cupy_backends.cuda.libs import cusparse
+
+    csc = coo(cupy, "float32", *NO_DUPLICATES).tocsc()
+    handle = cupy.cuda.device.get_cusparse_handle()
+    desc = cupyx.cusparse.SpMatDescriptor.create(csc).desc  # a CSC descriptor: CuPy never makes one for SpMV
+    x = cupyx.cusparse.DnVecDescriptor.create(cupy.ones(3, "float32")).desc
+    with DETERMINISTIC, refused("cupyx.cusparse.spmv") as raised:
+        cusparse.spMV(handle, 0, 0x10, desc, x, 0x20, x, 0, 0, 0)
+    assert "for this sparse format" in str(raised.value)
+
+
+def test_a_buffer_sized_for_another_algorithm_is_never_handed_to_cusparse(standin_cupy: ModuleType) -> None:
+    """The fast matvec of cupyx.scipy.sparse.linalg sizes its buffer once and launches later: a
+    scope between the two must not give cuSPARSE a buffer sized for another algorithm."""
+    cupy = standin_cupy
+    import cupyx.cusparse
+    from cupy_backends.cuda.libs import cusparse
+
+    csr = coo(cupy, "float32", *NO_DUPLICATES).tocsr()
+    handle = cupy.cuda.device.get_cusparse_handle()
+    a = cupyx.cusparse.SpMatDescriptor.create(csr).desc
+    x = cupyx.cusparse.DnVecDescriptor.create(cupy.ones(3, "float32")).desc
+    args = (handle, 0, 0x10, a, x, 0x20, x, 0)
+
+    def sized_then_launched(query_scope: Any, launch_scope: Any) -> tuple[int, int | None, int | None]:
+        with query_scope:
+            size = cusparse.spMV_bufferSize(*args, 0)
+        buffer = cupy.empty(size, cupy.int8)
+        with launch_scope:
+            cusparse.spMV(*args, 0, buffer.data.ptr)
+        launched = cusparse.RECORDER.calls[-1]
+        return size, launched.alg, launched.buffer if launched.buffer != buffer.data.ptr else None
+
+    sizes = cusparse.BUFFER_SIZES
+    outside, inside = backends.flags({}), DETERMINISTIC
+    assert sized_then_launched(outside, outside) == (0, 0, None)  # CuPy's own buffer, as CuPy
+    assert sized_then_launched(inside, inside) == (sizes["spMV", 3], 3, None)
+    size, alg, own = sized_then_launched(outside, inside)
+    assert (size, alg) == (0, 3) and own is not None  # a workspace sized for CSR_ALG2
+    assert cusparse.RECORDER.calls[-2] == cusparse.RECORDER.calls[-2]._replace(function="spMV_bufferSize", alg=3)
+    size, alg, own = sized_then_launched(inside, outside)
+    assert (size, alg) == (sizes["spMV", 3], 0) and own is not None  # a workspace for the default
+
+
+def test_sparse_products_follow_each_threads_own_context(standin_cupy: ModuleType) -> None:
+    cupy = standin_cupy
+    csr = coo(cupy, "float32", *NO_DUPLICATES).tocsr()
+    vector = cupy.ones(3, "float32")
+    seen: dict[str, list[tuple[str, int | None]]] = {}
+    barrier = threading.Barrier(2)
+
+    def product(name: str, scope: Any) -> None:
+        with scope:
+            barrier.wait()
+            seen[name] = algorithms_reaching_thread(lambda: csr @ vector)
+
+    def algorithms_reaching_thread(launch: Callable[[], object]) -> list[tuple[str, int | None]]:
+        from cupy_backends.cuda.libs import cusparse
+
+        launch()
+        mine = threading.get_ident()
+        return [(c.function, c.alg) for c in cusparse.RECORDER.calls if c.thread == mine]
+
+    run_threads(lambda: product("deterministic", DETERMINISTIC), lambda: product("default", backends.flags({})))
+    assert seen == {"deterministic": spmv(SPMV_CSR_ALG2), "default": spmv(SPMV_DEFAULT)}
+
+
+# -- ROCm: the legacy CSC path (issue 22, item 7) ----------------------------------------------------------
+
+
+def test_rocm_legacy_transposed_products_are_refused_and_no_algorithm_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STANDIN_CUPY_HIP", "1")
+    from tests.standin_fixture import use_standin
+
+    with use_standin() as cupy:
+        import cupyx.cusparse
+        from cupy_backends.cuda.libs import cusparse
+
+        csr = coo(cupy, "float32", *NO_DUPLICATES).tocsr()
+        csc = csr.tocsc()
+        vector, matrix = cupy.ones(3, "float32"), cupy.ones((3, 2), "float32")
+        assert hasattr(cusparse, "scsrmv") and cupy.cuda.runtime.is_hip
+        check_refused(lambda: csc @ vector, "cupyx.cusparse.csrmv with a transposed matrix",
+                      sparse_calls(cupy, "scsrmv"))  # fmt: skip
+        check_refused(lambda: csc @ matrix, "cupyx.cusparse.csrmm2 with a transposed matrix",
+                      sparse_calls(cupy, "scsrmm2"))  # fmt: skip
+        with DETERMINISTIC:
+            assert algorithms_reaching_cusparse(lambda: csr @ vector) == [("scsrmv", None)]  # rocSPARSE: deterministic
+            assert algorithms_reaching_cusparse(lambda: csr @ matrix) == [("scsrmm2", None)]
+            # the generic API (the linalg solvers call it directly): hipSPARSE's algorithms as CuPy asks
+            assert algorithms_reaching_cusparse(lambda: cupyx.cusparse.spmv(csr, vector)) == spmv(SPMV_DEFAULT)
+            with refused("cupyx.cusparse.spmv with a transposed matrix"):
+                cupyx.cusparse.spmv(csr, vector, transa=True)
+
+
+# -- CSR/CSC minor-axis fancy indexing (issue 22, item 2) --------------------------------------------------
+
+
+def test_minor_axis_fancy_indexing_takes_cupys_sorted_path_in_the_scope(standin_cupy: ModuleType) -> None:
+    cupy = standin_cupy
+    from cupyx.scipy.sparse import csr_matrix
+
+    data = cupy.array([1.0, 2.0, 3.0, 4.0], "float32")
+    csr = csr_matrix((data, cupy.array([0, 2, 1, 2], "int32"), cupy.array([0, 2, 4], "int32")), shape=(2, 3))
+    idx = cupy.array([2, 0, 2], "int32")
+    atomic, sorted_path = kernels(cupy, "fill_B"), kernels(cupy, "minor_index_fancy_sorted")
+    for scope in (DETERMINISTIC, WARN_ONLY):
+        for matrix, key in ((csr, (slice(None), idx)), (csr.tocsc(), (idx, slice(None)))):
+            before = atomic(), sorted_path()
+            with scope, warnings.catch_warnings():
+                warnings.simplefilter("error")  # a deterministic path: nothing to warn about
+                picked = matrix[key]
+            assert (atomic(), sorted_path()) == (before[0], before[1] + 1), (scope, matrix.format)
+            assert picked._has_canonical_format is True
+    with DETERMINISTIC:
+        picked = csr[:, idx]
+    # row 0 holds columns 0 and 2 (1.0, 2.0); row 1 columns 1 and 2 (3.0, 4.0); idx picks 2, 0, 2
+    assert (picked.indptr.values, picked.indices.values, picked.data.values) == (
+        [0, 3, 5], [0, 1, 2, 0, 2], [2.0, 1.0, 2.0, 4.0, 4.0]
+    )
+    for scope in (backends.flags({}), ALLOWED):  # outside, and nested: CuPy's histogram path, as CuPy
+        before = atomic(), sorted_path()
+        with DETERMINISTIC if scope is ALLOWED else backends.flags({}), scope:
+            picked = csr[:, idx]
+        assert (atomic(), sorted_path()) == (before[0] + 1, before[1])
+        assert getattr(picked, "_has_canonical_format", None) is None
+        assert picked.indices.values == [1, 0, 2, 0, 2]  # the stored order: not sorted
+
+
+def test_minor_axis_indexing_is_refused_where_the_sorted_path_cannot_be_reached(standin_cupy: ModuleType) -> None:
+    cupy = standin_cupy
+    from cupyx.scipy.sparse import _compressed, csr_matrix
+
+    from backends.sync import sparse
+
+    cls = _compressed._compressed_sparse_matrix
+    sorted_path = cls.__dict__["_minor_index_fancy_sorted"]
+    try:
+        del cls._minor_index_fancy_sorted  # a CuPy with the atomic kernel and no sorted path
+        sparse.install(_compressed)
+        csr = csr_matrix(
+            (cupy.array([1.0, 2.0]), cupy.array([0, 1], "int32"), cupy.array([0, 1, 2], "int32")), shape=(2, 2)
+        )
+        check_refused(lambda: csr[:, cupy.array([1, 0], "int32")], "cupyx.scipy.sparse.csr_matrix[:, index_array]",
+                      kernels(cupy, "fill_B"))  # fmt: skip
+    finally:
+        cls._minor_index_fancy_sorted = sorted_path
+        sparse.install(_compressed)
+
+
+def test_cupy13_minor_axis_indexing_is_left_alone(standin_cupy: ModuleType) -> None:
+    from cupyx.scipy.sparse import _compressed
+
+    from backends.sync import sparse
+    from backends.sync.wrapping import original
+
+    cls = _compressed._compressed_sparse_matrix
+    saved = {name: cls.__dict__[name] for name in ("_fill_B", "_minor_index_fancy")}
+    try:
+        del cls._fill_B  # CuPy 13: no atomic write pointer (it indexes through a transpose)
+        cls._minor_index_fancy = original(saved["_minor_index_fancy"])
+        sparse.install(_compressed)
+        assert not hasattr(cls.__dict__["_minor_index_fancy"], "__backends_wrapped__")
+    finally:
+        for name, value in saved.items():
+            setattr(cls, name, value)

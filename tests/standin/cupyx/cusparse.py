@@ -319,8 +319,9 @@ def csrmv(a: Any, x: Any, y: Any = None, alpha: Any = 1, beta: Any = 0, transa: 
     if y is None:
         y = _cupy.zeros(m, dtype)
     _call_cusparse(
-        "csrmv", dtype, handle, _transpose_flag(transa), a.shape[0], a.shape[1], a.nnz, _ONE, _cusparse.createMatDescr(),
-        a.data.data.ptr, a.indptr.data.ptr, a.indices.data.ptr, x.data.ptr, _ZERO, y.data.ptr,
+        "csrmv", dtype, handle, _transpose_flag(transa), a.shape[0], a.shape[1], a.nnz, _ONE,
+        _cusparse.createMatDescr(), a.data.data.ptr, a.indptr.data.ptr, a.indices.data.ptr, x.data.ptr, _ZERO,
+        y.data.ptr,
     )  # fmt: skip
     y.values = None
     return y
@@ -448,3 +449,9 @@ def csr2cscEx2(x: Any) -> Any:
 
 def csc2csrEx2(x: Any) -> Any:
     return _transpose_compressed(x, cupyx.scipy.sparse.csr_matrix, int(x.shape[0]))
+
+
+# ROCm: CuPy's hipSPARSE table has the legacy csr2csc (and not csr2cscEx2); the stand-in makes
+# the same structural conversion for both.
+csr2csc = csr2cscEx2
+csc2csr = csc2csrEx2

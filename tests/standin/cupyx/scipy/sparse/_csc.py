@@ -92,7 +92,7 @@ class _csc_base(_compressed._compressed_sparse_matrix):
 
         # copy is ignored
         if cusparse.check_availability("csc2csr"):
-            csc2csr = cusparse.csc2csr  # (not in the stand-in)
+            csc2csr = cusparse.csc2csr  # ROCm only
         elif cusparse.check_availability("csc2csrEx2"):
             csc2csr = cusparse.csc2csrEx2
         else:

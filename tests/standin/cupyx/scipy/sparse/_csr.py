@@ -79,7 +79,7 @@ class _csr_base(_compressed._compressed_sparse_matrix):
 
         # copy is ignored
         if cusparse.check_availability("csr2csc"):
-            csr2csc = cusparse.csr2csc  # (not in the stand-in)
+            csr2csc = cusparse.csr2csc  # ROCm only
         elif cusparse.check_availability("csr2cscEx2"):
             csr2csc = cusparse.csr2cscEx2
         else:
