@@ -398,3 +398,20 @@ def test_threads_have_their_own_handles_and_so_their_own_streams(cupy: ModuleTyp
 
     run_threads(worker, worker, worker, unblock=[barrier])
     assert outcomes == ["ran"] * 15
+
+
+# -- CUPY_TF32's warning ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("engine", ["compiled", "pure"])
+def test_an_unparsable_cupy_tf32_warns_at_the_users_import_line(engine: str) -> None:
+    code = """
+        import json, warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import backends
+        print(json.dumps([[w.filename, w.lineno, str(w.message)] for w in caught]))
+    """
+    env = {"CUPY_TF32": "true", **({"BACKENDS_PURE_PYTHON": "1"} if engine == "pure" else {})}
+    [(filename, lineno, message)] = run_python(code, standin=False, **env)
+    assert (filename, lineno) == ("<string>", 5) and "CUPY_TF32='true' is ignored" in message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Mapping
 
@@ -58,9 +59,28 @@ def _cupy_tf32(text: str) -> bool | None:
             "value (at CuPy's first float32 matrix product); set it to 0 or 1, or set "
             "BACKENDS_CUDA_MATMUL_ALLOW_TF32",
             UserWarning,
-            stacklevel=3,  # where backends reads the environment at import
+            stacklevel=_outside_backends(),
         )
         return None
+
+
+def _outside_backends() -> int:
+    """The ``stacklevel`` that makes a ``warnings.warn`` in our caller point at the first line
+    outside ``backends``: the user's ``import backends`` (or whatever led here). ``warnings``
+    counts our caller as level 1 and skips importlib's bootstrap frames in between, so they are
+    skipped here too."""
+
+    def internal(frame: object) -> bool:  # as warnings' _is_internal_frame
+        filename: str = frame.f_code.co_filename  # type: ignore[attr-defined]
+        return "importlib" in filename and "_bootstrap" in filename
+
+    frame, level = sys._getframe(1), 1  # our caller: level 1
+    while frame.f_back is not None and str(frame.f_globals.get("__name__", "")).split(".")[0] == "backends":
+        frame = frame.f_back
+        while frame.f_back is not None and internal(frame):
+            frame = frame.f_back
+        level += 1
+    return level
 
 
 def read(environ: Mapping[str, str]) -> dict[str, Value]:
