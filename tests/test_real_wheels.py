@@ -558,3 +558,142 @@ def test_the_real_cusparse_routines_take_the_operation_second() -> None:
         if entry == "module not imported":
             pytest.skip("libcusparse is not installed here")
         assert entry["doc"].startswith(f"{name}(intptr_t handle, Operation opA,"), entry["doc"]
+
+
+# -- cuSPARSE's deterministic algorithms, and 14.2's minor-axis indexing (issue 22) ----------------------
+def need_cusparse(report: dict[str, Any]) -> dict[str, Any]:
+    if "cusparse" not in report:
+        if EXPECTED_CUPY and report["imports"]["cupyx.cusparse"][0] != "absent":
+            pytest.fail(f"REAL_WHEELS_CUPY={EXPECTED_CUPY} but libcusparse does not load: "
+                        f"{report['imports']['cupyx.cusparse']}", pytrace=False)  # fmt: skip
+        pytest.skip("libcusparse is not installed here")
+    return report["cusparse"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_cusparse_size_queries_and_launches_are_wrapped_once(order: str) -> None:
+    report = probe(order)
+    need_cusparse(report)
+    for name in ("spMV", "spMM", "spMV_bufferSize", "spMM_bufferSize"):
+        entry = report["determinism_points"][f"cupy_backends.cuda.libs.cusparse:{name}"]
+        assert entry["wrapped"] and not entry["double"] and entry["bound_to_module"], (name, entry)
+
+
+def test_cupys_callers_reach_the_generic_products_through_the_module_with_the_algorithm_in_place() -> None:
+    """Every SpMV / SpMM call (and size query) in CuPy's Python code goes through the module (so
+    the wrappers see it), passes every argument positionally, and the algorithm where the
+    wrapper reads it: argument 9 of spMV (index 8), argument 10 of spMM (index 9)."""
+    report = probe("cupy alone")
+    need_cusparse(report)
+    seen = set()
+    for module, found in report["cusparse_callers"].items():
+        assert found is not None, f"{module} is not a Python module of this CuPy"
+        assert found["imports"] == ["from cupy_backends.cuda.libs import cusparse as _cusparse"], (module, found)
+        for call in found["calls"]:
+            where = f"{found['file']}:{call['line']}"
+            assert call["through"] == "_cusparse.", where
+            at = 8 if call["function"].startswith("spMV") else 9
+            expected = at + (1 if call["function"].endswith("_bufferSize") else 2)
+            assert len(call["arguments"]) == expected and "=" not in "".join(call["arguments"]), (where, call)
+            assert call["arguments"][at] in ("alg", "spmv_alg"), (where, call["arguments"])
+            seen.add(call["function"])
+    assert seen == {"spMV", "spMV_bufferSize", "spMM", "spMM_bufferSize"}
+
+
+def test_the_deterministic_algorithms_follow_the_real_descriptors_formats() -> None:
+    """Descriptors made by the real cuSPARSE (host calls) answer their format, and the target's
+    tables give cusparse.h's deterministic algorithms: SpMV CSR_ALG2 (3) / COO_ALG2 (4), SpMM
+    CSR_ALG3 (12) / COO_ALG2 (2), none for a transposed product or a CSC descriptor."""
+    info = need_cusparse(probe("backends first"))
+    assert info["constants"] == {
+        "CUSPARSE_FORMAT_CSR": 1, "CUSPARSE_FORMAT_CSC": 2, "CUSPARSE_FORMAT_COO": 3,
+        "CUSPARSE_OPERATION_NON_TRANSPOSE": 0, "CUSPARSE_MV_ALG_DEFAULT": 0, "CUSPARSE_MM_ALG_DEFAULT": 0,
+        "CUSPARSE_CSRMV_ALG2": 3, "CUSPARSE_COOMM_ALG2": 2,  # cusparse.h: SPMV_CSR_ALG2, SPMM_COO_ALG2
+    }  # fmt: skip
+    assert info["formats"] == {"csr": ["ok", 1], "coo": ["ok", 3], "csc": ["ok", 2]}
+    assert info["algorithms"] == {
+        "spMV csr op=0": 3, "spMV csr op=1": None, "spMM csr op=0": 12, "spMM csr op=1": None,
+        "spMV coo op=0": 4, "spMV coo op=1": None, "spMM coo op=0": 2, "spMM coo op=1": None,
+        "spMV csc op=0": None, "spMV csc op=1": None, "spMM csc op=0": None, "spMM csc op=1": None,
+    }  # fmt: skip
+    assert info["legacy"] == []  # a CUDA build: no csrmv/csrmm/csrmm2 (only HIP builds bind them)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_minor_axis_fancy_indexing_is_rerouted_on_cupy14_and_left_alone_on_cupy13(order: str) -> None:
+    report = probe(order)
+    minor = report.get("minor_index")
+    if minor is None:
+        pytest.fail(f"cupyx.scipy.sparse did not import: {report['imports']['cupyx.scipy.sparse']}", pytrace=False)
+    if report["cupy"].startswith("13."):
+        assert (minor["fill_B"], minor["sorted"]) == (False, False)  # through a transpose, no write pointer
+        assert minor["fancy"]["wrapped"] is False
+    else:
+        assert (minor["fill_B"], minor["sorted"]) == (True, True)
+        assert minor["fancy"]["wrapped"] is (order != "cupy alone") and not minor["fancy"]["double"]
+
+
+# -- cuTENSOR (cuda.matmul.allow_tf32 on einsum's contractions) --------------------------------------
+_CUTENSOR_PROBE = r"""
+import inspect, json, re, sys
+order = sys.argv[1]
+if order == "backends first":
+    import backends
+import cupy
+import cupy.linalg._einsum as einsum_module
+if order == "cupy first":
+    import backends
+report = {"einsum_source": inspect.getsource(einsum_module)}
+try:
+    import cupyx.cutensor as cutensor
+except ImportError as error:
+    report["cutensor"] = ["ImportError", str(error)]
+else:
+    if order == "libraries first":
+        import backends
+    import cupy_backends.cuda.libs.cutensor as library
+    real = getattr(cutensor.contraction, "__backends_wrapped__", cutensor.contraction)
+    report["cutensor"] = ["ok", cutensor.__name__]
+    report["wrapped"] = real is not cutensor.contraction
+    report["double"] = hasattr(real, "__backends_wrapped__")
+    report["doc"] = (real.__doc__ or "").strip().splitlines()[0]
+    report["constants"] = {n: getattr(library, n) for n in ("COMPUTE_DESC_32F", "COMPUTE_DESC_TF32")}
+from backends.sync import hooks, installed, TARGETS
+report["installed"] = sorted(installed)
+report["targets"] = dict(TARGETS)
+report["failures"] = [[name, repr(error)] for name, error in hooks.failures]
+print(json.dumps(report))
+"""
+
+
+@functools.cache
+def cutensor_probe(order: str) -> dict[str, Any]:
+    done = _run([sys.executable, "-c", _CUTENSOR_PROBE, order])
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def test_einsums_cutensor_path_reaches_the_wrapped_contraction() -> None:
+    """cupy/linalg/_einsum.py calls ``cutensor.contraction(...)`` on the ``cupyx.cutensor`` module,
+    looked up at call time and without ``compute_desc``: what backends/sync/cutensor.py wraps."""
+    report = cutensor_probe("cupy first")
+    source = report["einsum_source"]
+    assert re.search(r"^\s+from cupyx import cutensor\b", source, re.M), "einsum no longer imports cupyx.cutensor"
+    assert not re.search(r"from cupyx\.?_?cutensor import\s", source), "einsum binds a cuTENSOR function by name"
+    calls = re.findall(r"cutensor\.contraction\((.*?)\)\n", source, re.S)
+    assert len(calls) == 1 and "compute_desc" not in calls[0], calls
+    assert report["targets"]["cupyx.cutensor"] == "cutensor"
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_cutensor_contraction_is_wrapped_where_cutensor_loads(order: str) -> None:
+    report = cutensor_probe(order)
+    assert report["failures"] == [], report["failures"]
+    if report["cutensor"][0] != "ok":
+        assert "cutensor" not in report["installed"]
+        pytest.skip(f"libcutensor is not installed here (cupyx.cutensor: {report['cutensor'][1]})")
+    assert "cutensor" in report["installed"] and report["wrapped"] and not report["double"], report
+    params = parameters(report["doc"], "contraction")
+    assert params is not None, report["doc"]
+    assert [params[i] for i in (1, 3, 6, 13)] == ["A", "B", "C", "compute_desc"], params
+    assert report["constants"] == {"COMPUTE_DESC_32F": 4, "COMPUTE_DESC_TF32": 4096}
