@@ -65,6 +65,14 @@ DETERMINISM_POINTS = (
     ("cupyx.scipy.sparse._compressed", "_compressed_sparse_matrix", "_get_intXint"),
     ("cupy_backends.cuda.libs.cusparse", "", "spMV"),
     ("cupy_backends.cuda.libs.cusparse", "", "spMM"),
+    ("cupy_backends.cuda.libs.cusparse", "", "spMV_bufferSize"),
+    ("cupy_backends.cuda.libs.cusparse", "", "spMM_bufferSize"),
+)
+#: CuPy's Python modules that call cuSPARSE's generic SpMV / SpMM (and their size queries)
+CUSPARSE_CALLERS = (
+    "cupyx.cusparse",
+    "cupyx.scipy.sparse.linalg._iterative",
+    "cupyx.scipy.sparse.linalg._eigen",
 )
 #: CuPy 13's convolutions that the cudnn target wraps
 CONVOLUTIONS = ("convolution_forward", "convolution_backward_filter", "convolution_backward_data")
@@ -341,6 +349,83 @@ def _determinism(report: dict[str, Any], backends: Any) -> None:
             inside["numpy.add.at"] = _outcome(lambda: numpy.add.at(fake, numpy.array([0, 0]), 1.0))
 
 
+def _generic_calls(module_name: str) -> dict[str, Any] | None:
+    """Every call of ``spMV``, ``spMM`` and their ``_bufferSize`` in a CuPy Python module's source:
+    through which name it is made and its arguments (top-level, as written)."""
+    spec = importlib.util.find_spec(module_name)
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    with open(spec.origin, encoding="utf-8") as source:
+        text = source.read()
+    calls = []
+    for match in re.finditer(r"([\w.]*)\b(spM[VM](?:_bufferSize)?)\(", text):
+        depth, end = 1, match.end()
+        while depth:
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            end += 1
+        calls.append({
+            "through": match.group(1), "function": match.group(2),
+            "arguments": [" ".join(a.split()) for a in _split_top(text[match.end() : end - 1])],
+            "line": text.count("\n", 0, match.start()) + 1,
+        })  # fmt: skip
+    imports = re.findall(
+        r"^\s*(from cupy_backends\.cuda\.libs import cusparse as \w+|.*\bimport spM[VM]\b.*)$", text, re.M
+    )
+    return {"file": spec.origin, "calls": calls, "imports": imports}
+
+
+def _cusparse(report: dict[str, Any], backends: Any) -> None:
+    """What the cusparse target relies on in the real bindings: the constants, and the format
+    that ``spMatGetFormat`` answers for descriptors made by ``createCsr``/``Coo``/``Csc`` (host
+    calls: no GPU needed); with backends, the algorithm its tables give each of them. And the
+    sparse classes' minor-axis indexing paths (``_fill_B``, ``_minor_index_fancy_sorted``)."""
+    report["cusparse_callers"] = {name: _generic_calls(name) for name in CUSPARSE_CALLERS}
+    compressed = sys.modules.get("cupyx.scipy.sparse._compressed")
+    if compressed is not None:
+        matrix = compressed._compressed_sparse_matrix
+        fancy = inspect.getattr_static(matrix, "_minor_index_fancy", None)
+        report["minor_index"] = {
+            "fill_B": inspect.getattr_static(matrix, "_fill_B", None) is not None,
+            "sorted": inspect.getattr_static(matrix, "_minor_index_fancy_sorted", None) is not None,
+            "fancy": None if fancy is None else _describe(matrix, "_minor_index_fancy", fancy),
+        }
+    module = sys.modules.get("cupy_backends.cuda.libs.cusparse")
+    if module is None:
+        return
+    names = (
+        "CUSPARSE_FORMAT_CSR", "CUSPARSE_FORMAT_CSC", "CUSPARSE_FORMAT_COO", "CUSPARSE_OPERATION_NON_TRANSPOSE",
+        "CUSPARSE_MV_ALG_DEFAULT", "CUSPARSE_MM_ALG_DEFAULT", "CUSPARSE_CSRMV_ALG2", "CUSPARSE_COOMM_ALG2",
+    )  # fmt: skip
+    info: dict[str, Any] = {"constants": {n: getattr(module, n, None) for n in names}, "formats": {}, "algorithms": {}}
+    info["legacy"] = {  # the legacy products: name -> wrapped
+        n: hasattr(getattr(module, n), "__backends_wrapped__")
+        for n in sorted(dir(module))
+        if re.fullmatch(r"[sdcz]csrm(v|m|m2)", n)
+    }
+    index = module.CUSPARSE_INDEX_32I
+    makers = {
+        "csr": lambda: module.createCsr(4, 4, 0, 16, 0, 0, index, index, 0, 0),
+        "coo": lambda: module.createCoo(4, 4, 0, 0, 0, 0, index, 0, 0),
+        "csc": lambda: module.createCsc(4, 4, 0, 16, 0, 0, index, index, 0, 0),
+    }
+    target = importlib.import_module("backends.sync.cusparse") if backends is not None else None
+    for name, make in makers.items():
+        try:
+            desc = make()
+        except BaseException as error:
+            info["formats"][name] = [type(error).__name__, str(error)]
+            continue
+        try:
+            info["formats"][name] = ["ok", module.spMatGetFormat(desc)]
+            if target is not None and "cusparse" in importlib.import_module("backends.sync").installed:
+                for routine in (target.SPMV, target.SPMM):
+                    for op in (0, 1):
+                        info["algorithms"][f"{routine.name} {name} op={op}"] = target.algorithm(routine, op, desc)
+        finally:
+            module.destroySpMat(desc)
+    report["cusparse"] = info
+
+
 def main(order: str) -> dict[str, Any]:
     report: dict[str, Any] = {"order": order, "imports": {}, "modules": {}}
     with warnings.catch_warnings(record=True) as caught:
@@ -368,6 +453,7 @@ def main(order: str) -> dict[str, Any]:
         _cufft(report)
         _frontend(report)
         _determinism(report, backends)
+        _cusparse(report, backends)
         for name in ("cupyx.cudnn", "cupy.cudnn"):
             module = sys.modules.get(name)
             if module is not None:

@@ -22,8 +22,9 @@ the reverse) gets a workspace of its own, sized by the query for its algorithm.
 On a ROCm/HIP build no algorithm is changed (hipSPARSE maps them to rocSPARSE's, whose
 reproducibility page calls its non-transposed products deterministic already), and the
 transposed products are refused there too, including the legacy ``?csrmv``, ``?csrmm`` and
-``?csrmm2`` that CuPy's CSC products take on ROCm (``cupyx/scipy/sparse/_csc.py``). Those
-legacy functions exist only in HIP builds of the module.
+``?csrmm2`` that CuPy's CSC products take on ROCm (``cupyx/scipy/sparse/_csc.py``). CuPy 14
+binds those legacy functions only in its HIP build; CuPy 13's CUDA build binds them too (and
+never calls them: cuSPARSE 11 removed them), and they are guarded wherever they are.
 """
 
 from __future__ import annotations
@@ -181,7 +182,7 @@ def install(module: ModuleType) -> None:
             continue
         replace(module, routine.query, _query(routine))
         replace(module, routine.name, _launch(routine, original(query)))
-    for prefix in "sdcz":  # only in HIP builds (CUDA 11 removed them, and CuPy 13 needs CUDA 11.2)
+    for prefix in "sdcz":  # CuPy 14: HIP builds only; CuPy 13: every build
         for name, product in (("csrmv", "vector"), ("csrmm", "matrix"), ("csrmm2", "matrix")):
             operation = f"cupyx.cusparse.{name} with a transposed matrix (ROCm: also csc_matrix @ {product})"
             guard(module, f"{prefix}{name}", operation, LEGACY_WHY, _transposed)
