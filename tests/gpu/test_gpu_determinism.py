@@ -92,3 +92,66 @@ def test_refused_operations_raise_before_launching_and_warn_only_runs_them() -> 
         with backends.algorithms.flags(warn_only=True), pytest.warns(backends.NondeterministicAlgorithmWarning):
             cupy.add.at(a, index, cupy.float32(1))
         assert a.tolist() == [5.0, 3.0, 0.0, 0.0]
+
+
+# -- cuSPARSE products and CSR/CSC minor-axis indexing (issue 22) -------------------------------------
+
+SPARSE_RUNS = 10
+
+
+def sparse_matrix(fmt: str = "csr") -> Any:
+    import cupyx.scipy.sparse as sparse
+
+    # rows of very different lengths: where cuSPARSE's default algorithms split work and add atomically
+    return sparse.random(20_000, 20_000, density=0.002, format=fmt, dtype=cupy.float32, random_state=0)
+
+
+def distinct(results: list[Any]) -> int:
+    return len({r.tobytes() if isinstance(r, cupy.ndarray) else r for r in results})
+
+
+def test_sparse_products_are_bit_for_bit_equal_run_to_run_inside_the_scope() -> None:
+    import cupyx.cusparse
+
+    csr = sparse_matrix()
+    x = cupy.random.default_rng(1).standard_normal(20_000, dtype=cupy.float32)
+    X = cupy.asfortranarray(cupy.random.default_rng(2).standard_normal((20_000, 8), dtype=cupy.float32))
+    dense = csr.toarray().astype(cupy.float64)
+    products = {  # name: (product, its float64 dense reference)
+        "csr @ x": (lambda: csr @ x, dense @ x.astype(cupy.float64)),
+        "csr @ X": (lambda: csr @ X, dense @ X.astype(cupy.float64)),
+        "coo spmv": (lambda: cupyx.cusparse.spmv(csr.tocoo(), x), dense @ x.astype(cupy.float64)),
+        "coo spmm": (lambda: cupyx.cusparse.spmm(csr.tocoo(), X), dense @ X.astype(cupy.float64)),
+        "csr.sum(axis=1)": (lambda: csr.sum(axis=1), dense.sum(axis=1, keepdims=True)),
+    }
+    for name, (product, reference) in products.items():
+        outside = distinct([product() for _ in range(SPARSE_RUNS)])
+        with backends.algorithms.flags(deterministic=True):
+            runs = [product() for _ in range(SPARSE_RUNS)]
+        error = float(cupy.abs(runs[0] - reference).max() / cupy.abs(reference).max())
+        say(f"{name}: {distinct(runs)} distinct result(s) in {SPARSE_RUNS} runs inside the scope, "
+            f"{outside} outside; relative error {error:.1e}")  # fmt: skip
+        assert distinct(runs) == 1, name
+        assert error < 1e-5, name
+    with backends.algorithms.flags(deterministic=True), pytest.raises(RuntimeError, match="tocsr"):
+        csr.tocsc() @ x  # a transposed product: refused, naming the way out
+
+
+def test_minor_axis_fancy_indexing_is_bit_for_bit_equal_run_to_run_inside_the_scope() -> None:
+    csr = sparse_matrix()
+    idx = cupy.random.default_rng(3).integers(0, 20_000, 5_000, dtype=cupy.int32)
+    parts = ("data", "indices", "indptr")
+
+    def picked() -> bytes:
+        result = csr[:, idx]
+        return b"".join(getattr(result, part).tobytes() for part in parts)
+
+    outside = distinct([picked() for _ in range(SPARSE_RUNS)])
+    with backends.algorithms.flags(deterministic=True):
+        runs = [picked() for _ in range(SPARSE_RUNS)]
+        result = csr[:, idx]
+    say(f"csr[:, idx] ({idx.size} columns): {distinct(runs)} distinct result(s) in {SPARSE_RUNS} runs inside the "
+        f"scope, {outside} outside")  # fmt: skip
+    assert distinct(runs) == 1
+    assert result.has_sorted_indices
+    assert bool((result.toarray() == csr.toarray()[:, idx]).all())  # the same matrix as CuPy's own path
