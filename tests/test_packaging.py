@@ -70,8 +70,13 @@ def tracked_text_files() -> list[Path]:
         ).stdout
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("not a git checkout")
+    # a virtual environment made inside the checkout under a name .gitignore does not know
+    # (`python -m venv .v`) is the user's, not the project's
+    venvs = tuple(f"{config.parent.relative_to(ROOT).as_posix()}/" for config in ROOT.glob("*/pyvenv.cfg"))
     files = []
     for name in filter(None, listed.split("\0")):
+        if name.startswith(venvs):
+            continue
         path = ROOT / name
         try:
             files.append((path, path.read_text(encoding="utf-8")))

@@ -836,3 +836,47 @@ def test_bind_applies_its_flags_to_an_async_generators_body() -> None:
         return [item async for item in bound()]
 
     assert asyncio.run(consume()) == [True]
+
+
+def test_bind_of_a_partial_keeps_the_partials_arguments_also_through_pickle() -> None:
+    """``bind(functools.partial(f, 40))(2)`` calls ``f(40, 2)``, as the partial alone does
+    (a Bound is a partial itself, and must not drop the one it was given)."""
+    import operator
+    import pickle
+
+    def scaled(factor: int, value: int, *, offset: int = 0) -> tuple[int, bool]:
+        return factor * value + offset, backends.cudnn.deterministic
+
+    with backends.cudnn.flags(deterministic=True):
+        bound = backends.bind(functools.partial(scaled, 10, offset=1))
+        adder = backends.bind(functools.partial(operator.add, 40))
+    assert bound(4) == (41, True)
+    assert bound(4, offset=2) == (42, True)
+    assert adder(2) == 42
+    assert pickle.loads(pickle.dumps(adder))(2) == 42
+    assert bound.fn.args == (10,) and bound.fn.keywords == {"offset": 1}
+    assert repr(adder).startswith("backends.bind(functools.partial(<built-in function add>, 40)) with ")
+
+
+def test_a_built_scope_or_snapshot_refuses_a_second_init_and_stays_as_it_was() -> None:
+    """Scopes are shared (``flags(...)`` returns the same object for the same call): a second
+    ``__init__`` would change every user's scope, so it is refused and nothing changes."""
+    scope = backends.cudnn.flags(deterministic=True)
+    with pytest.raises(TypeError, match=r"backends\.cudnn\.flags\(deterministic=True\) is immutable"):
+        scope.__init__({"cudnn.benchmark": True}, label="backends.cudnn.flags(deterministic=True)")
+    with backends.cudnn.flags(deterministic=True):
+        assert (backends.cudnn.deterministic, backends.cudnn.benchmark) == (True, False)
+    snap = backends.snapshot()
+    before = hash(snap)
+    with pytest.raises(TypeError, match="is immutable"):
+        snap.__init__({**snap.to_dict(), "cudnn.deterministic": not snap["cudnn.deterministic"]})
+    assert hash(snap) == before and snap == backends.snapshot()
+
+
+def test_aenter_awaitable_refuses_a_non_none_send_as_a_just_started_coroutine_does() -> None:
+    scope = backends.cudnn.flags(deterministic=True)
+    step = scope.__aenter__()
+    with pytest.raises(TypeError, match="can't send non-None value to a just-started coroutine"):
+        step.send(5)
+    assert backends.cudnn.deterministic is False
+    step.close()

@@ -454,6 +454,11 @@ step_send(PyObject *op, PyObject *arg, PyObject **result)
 {
     ScopeStep *self = (ScopeStep *)op;
     PyObject *scope = self->scope, *done = self->result;
+    *result = NULL;
+    if (arg != Py_None && (scope != NULL || done != NULL)) { /* as a coroutine not yet started */
+        PyErr_SetString(PyExc_TypeError, "can't send non-None value to a just-started coroutine");
+        return PYGEN_ERROR;
+    }
     self->scope = self->result = NULL; /* one step, whatever happens */
     if (scope != NULL) {
         done = enter(module_state(self->module), scope);
@@ -837,109 +842,6 @@ fast_flags(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return (PyObject *)self;
 }
 
-/* -- a decorated call ------------------------------------------------------------------ */
-
-/* The exception being raised, normalised, taken off the thread (a new reference). */
-static PyObject *
-take_exception(void)
-{
-#if PY_VERSION_HEX >= 0x030C0000
-    return PyErr_GetRaisedException();
-#else
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    PyErr_NormalizeException(&type, &value, &traceback);
-    if (traceback != NULL && value != NULL) {
-        PyException_SetTraceback(value, traceback);
-    }
-    Py_XDECREF(type);
-    Py_XDECREF(traceback);
-    return value;
-#endif
-}
-
-static void
-restore_exception(PyObject *exception) /* steals the reference */
-{
-#if PY_VERSION_HEX >= 0x030C0000
-    PyErr_SetRaisedException(exception);
-#else
-    PyObject *traceback = PyException_GetTraceback(exception);
-    PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(exception)), exception, traceback);
-#endif
-}
-
-/* call(scope, fn, args, kwargs): scope.py's _call, with the entry, the call and the exit in
- * one C call, so no signal is handled between them (it is handled inside fn's own code, and
- * the exit then runs as `with` runs it, with the exception in flight). */
-static PyObject *
-call_in_scope(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    engine_state *st = configured(module_state(module));
-    if (st == NULL) {
-        return NULL;
-    }
-    if (nargs != 4 || !PyObject_TypeCheck(args[0], st->scope_type) || !PyTuple_Check(args[2]) ||
-        (args[3] != Py_None && !PyDict_Check(args[3]))) {
-        PyErr_SetString(PyExc_TypeError, "call(scope, fn, args, kwargs) takes a Scope, a callable, a tuple and a dict");
-        return NULL;
-    }
-    PyObject *scope = args[0], *fn = args[1], *positional = args[2];
-    PyObject *keywords = args[3] == Py_None ? NULL : args[3];
-    PyObject *parent, *frame;
-    if (PyContextVar_Get(st->overrides_var, st->no_scope, &parent) < 0) {
-        return NULL;
-    }
-    PyObject *entered = enter(st, scope);
-    if (entered == NULL) {
-        Py_DECREF(parent);
-        return NULL;
-    }
-    Py_DECREF(entered);
-    PyObject *result = PyObject_Call(fn, positional, keywords);
-    if (result != NULL) {
-        Py_DECREF(parent);
-        PyObject *exited = exit_(st, scope, NULL, 0, NULL); /* a refusal raises: the result is dropped */
-        if (exited == NULL) {
-            Py_DECREF(result);
-            return NULL;
-        }
-        Py_DECREF(exited);
-        return result;
-    }
-    /* fn raised: exit as `with` does, with the exception in flight, if this call's entry is
-     * still in the chain (fn did not exit it by hand) */
-    PyObject *error = take_exception();
-    if (error == NULL || PyContextVar_Get(st->overrides_var, st->no_scope, &frame) < 0) {
-        Py_DECREF(parent);
-        Py_XDECREF(error);
-        return NULL;
-    }
-    int still_entered = frame != parent;
-    Py_DECREF(frame);
-    Py_DECREF(parent);
-    if (still_entered) {
-        PyObject *traceback = PyException_GetTraceback(error);
-        PyObject *exit_args[3] = {(PyObject *)Py_TYPE(error), error, traceback == NULL ? Py_None : traceback};
-        PyObject *exited = exit_(st, scope, exit_args, 3, NULL);
-        Py_XDECREF(traceback);
-        if (exited == NULL) { /* the exit's own error, with fn's as its __context__ */
-            PyObject *raised = take_exception();
-            if (raised != NULL && raised != error) {
-                PyException_SetContext(raised, Py_NewRef(error));
-            }
-            Py_DECREF(error);
-            if (raised != NULL) {
-                restore_exception(raised);
-            }
-            return NULL;
-        }
-        Py_DECREF(exited);
-    }
-    restore_exception(error);
-    return NULL;
-}
-
 /* -- module ------------------------------------------------------------------------------ */
 
 static PyObject *
@@ -950,27 +852,23 @@ configure(PyObject *module, PyObject *args)
                           &namespace, &entry)) {
         return NULL;
     }
+    /* Again only when scope.py is reloaded (importlib.reload): this module's objects then use
+     * what it passes, as the reloaded pure-Python code does. Another import of backends has a
+     * module (and a state) of its own. */
     engine_state *st = module_state(module);
-    if (st->overrides_var != NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "backends._engine._speedups is already configured "
-                                            "(each import of backends has a module of its own)");
-        return NULL;
-    }
-    st->overrides_var = Py_NewRef(var);
-    st->no_scope = Py_NewRef(empty);
-    st->state_dict = Py_NewRef(namespace);
-    st->entry_key = Py_NewRef(entry);
+    Py_XSETREF(st->overrides_var, Py_NewRef(var));
+    Py_XSETREF(st->no_scope, Py_NewRef(empty));
+    Py_XSETREF(st->state_dict, Py_NewRef(namespace));
+    Py_XSETREF(st->entry_key, Py_NewRef(entry));
     Py_RETURN_NONE;
 }
 
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(overrides, NO_SCOPE, vars(state), ENTRY): the engine's ContextVar, its default, "
-     "the state module's namespace and the entry key (once per module)."},
+     "the state module's namespace and the entry key."},
     {"flag_descriptor", (PyCFunction)(void (*)(void))flag_descriptor, METH_FASTCALL,
      "flag_descriptor(name, property): a flag attribute that reads in C."},
-    {"call", (PyCFunction)(void (*)(void))call_in_scope, METH_FASTCALL,
-     "call(scope, fn, args, kwargs): fn(*args, **kwargs) with scope entered, exited whatever happens."},
     {"fast_flags", (PyCFunction)(void (*)(void))fast_flags, METH_FASTCALL,
      "fast_flags(single, fallback): a namespace's flags() with its one-bool-keyword calls in C."},
     {NULL},

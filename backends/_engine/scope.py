@@ -80,7 +80,10 @@ class Scope(_Base):
 
     def __init__(self, overrides: Mapping[str, Any], label: str | None = None) -> None:
         """``overrides`` maps dotted flag names to values; checked like ``backends.flags()``.
-        ``label``, if given, is the scope's repr (a ``str``)."""
+        ``label``, if given, is the scope's repr (a ``str``). Raises ``TypeError`` on a scope
+        already built: scopes are shared (a cached ``cudnn.flags(...)``, ``deterministic()``)."""
+        if hasattr(self, "_overrides"):
+            raise TypeError(f"{self!r} is immutable: __init__ only builds a new scope")
         if label is not None:
             if not issubclass(type(label), str):
                 raise TypeError(f"backends.Scope() takes a str label or None, got {show(label)}")
@@ -283,30 +286,22 @@ def _unwind(scope: Scope, parent: Any, error: BaseException, exiting: bool = Fal
     scope.__exit__(type(error), error, error.__traceback__)
 
 
-def _call(scope: Scope, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)`` with ``scope`` entered in this context, and exited whatever happens."""
-    parent = current()
-    try:
-        scope.__enter__()
-        result = fn(*args, **kwargs)
-    except BaseException as error:
-        _unwind(scope, parent, error)
-        raise
-    try:
-        scope.__exit__()
-    except BaseException as error:
-        _unwind(scope, parent, error, exiting=True)
-        raise
-    return result
-
-
-if speedups is not None:  # the same in one C call: no signal is handled between its steps
-    _call = speedups.call
-
-
 def _function(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]:
+    enter, exit_ = scope.__enter__, scope.__exit__
+
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        result = _call(scope, fn, args, kwargs)
+        parent = current()
+        try:
+            enter()
+            result = fn(*args, **kwargs)
+        except BaseException as error:
+            _unwind(scope, parent, error)
+            raise
+        try:
+            exit_()
+        except BaseException as error:
+            _unwind(scope, parent, error, exiting=True)
+            raise
         # What inspect could not tell at decoration: a callable object with an async def or
         # generator __call__, a sync wrapper around an async def. Its body runs later.
         if type(result) in _DEFERRED:
@@ -317,16 +312,18 @@ def _function(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _coroutine(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]:
-    async def wrapper(*args: Any, **kwargs: Any) -> Any:  # _call, awaiting
+    enter, exit_ = scope.__enter__, scope.__exit__
+
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:  # _function's, awaiting
         parent = current()
         try:
-            scope.__enter__()
+            enter()
             result = await fn(*args, **kwargs)
         except BaseException as error:
             _unwind(scope, parent, error)
             raise
         try:
-            scope.__exit__()
+            exit_()
         except BaseException as error:
             _unwind(scope, parent, error, exiting=True)
             raise
@@ -527,14 +524,16 @@ class Bound(functools.partial):  # type: ignore[type-arg]  # (partial[Any]: a ru
 
     @property
     def fn(self) -> Callable[..., Any]:
-        """The callable this runs."""
-        return self.func
+        """The callable this runs: ``fn`` as given (``func`` and ``args``, the partial's view,
+        are ``fn``'s own when ``fn`` is itself a ``functools.partial``)."""
+        return self.__wrapped__  # type: ignore[no-any-return]  # set by update_wrapper in __new__
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        result = _call(self.snapshot, self.func, args, kwargs)
-        # A coroutine's or generator's body runs later. The ABCs also catch those that are
-        # not CPython's own (Cython's): bind() is not on a per-call hot path like decorators.
-        if isinstance(result, _DEFERRED_ABCS):
+        result = _function(self.snapshot, self.fn)(*args, **kwargs)
+        # A coroutine's or generator's body runs later: the wrapper follows CPython's own
+        # types; bind(), not on a per-call hot path like decorators, also those registered
+        # with the ABCs (Cython's).
+        if type(result) not in _DEFERRED and isinstance(result, _DEFERRED_ABCS):
             return follow(self.snapshot, result)
         return result
 
@@ -544,10 +543,10 @@ class Bound(functools.partial):  # type: ignore[type-arg]  # (partial[Any]: a ru
         return self
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Bound, (self.func, self.snapshot))
+        return (Bound, (self.fn, self.snapshot))
 
     def __repr__(self) -> str:
-        return f"backends.bind({self.func!r}) with {self.snapshot!r}"
+        return f"backends.bind({self.fn!r}) with {self.snapshot!r}"
 
 
 def bind(fn: Callable[..., Any]) -> Bound:
