@@ -29,13 +29,14 @@ cusparse        cupy_backends.cuda.libs.cusparse       algorithms.*: SpMV / SpMM
 The ``algorithms.*`` targets share one check (``nondeterministic.alert``): where
 ``algorithms.deterministic`` is on, an operation whose result can vary raises
 ``RuntimeError`` before it launches, or warns with ``algorithms.warn_only``. The cuBLAS
-target also refuses a float GEMM on a non-default stream there unless
-``CUBLAS_WORKSPACE_CONFIG`` is ``:4096:8`` or ``:16:8``.
+target also refuses a float GEMM there on a handle that has been used from more than one CUDA
+stream, unless ``CUBLAS_WORKSPACE_CONFIG`` was ``:4096:8`` or ``:16:8`` when it was made.
 
 A target is installed by a post-import hook when its CuPy module is imported, so
 ``import backends`` never imports CuPy, and the order of ``import backends`` and
-``import cupy`` does not matter. Without CuPy, a driver or the CUDA libraries, the
-CuPy module never finishes importing and nothing is wrapped.
+``import cupy`` does not matter. A target whose CuPy module does not import (without CuPy, or
+without the CUDA library it loads) wraps nothing; without a driver the others are still wrapped,
+and CuPy raises its own error at its first CUDA call.
 """
 
 from __future__ import annotations
