@@ -312,16 +312,15 @@ def gemms(cupy: ModuleType) -> Callable[[], int]:
     return lambda: sum(1 for launch in cublas.RECORDER.launches if "gemm" in launch.function)
 
 
-def test_a_float_gemm_on_a_non_default_stream_needs_a_deterministic_workspace(
+def test_a_float_gemm_on_a_second_stream_of_a_handle_needs_a_deterministic_workspace(
     standin_cupy: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cupy = standin_cupy
     a = cupy.ones((64, 64), "float32")
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
     with DETERMINISTIC:
-        a @ a  # the null stream
-        with cupy.cuda.Stream.ptds:
-            a @ a
+        a @ a  # the null stream: this thread's handle has one stream
+        a @ a
     with cupy.cuda.Stream():
         check_refused(lambda: a @ a, "cuBLAS gemmEx", gemms(cupy))
     # cuBLAS reads the variable when it makes a handle: what counts is the handle's, and CuPy
@@ -330,6 +329,7 @@ def test_a_float_gemm_on_a_non_default_stream_needs_a_deterministic_workspace(
 
     def gemm_in_a_new_thread(value: str | None) -> None:
         def body() -> None:
+            a @ a  # the default stream first
             with cupy.cuda.Stream(), DETERMINISTIC:
                 try:
                     a @ a
@@ -418,8 +418,10 @@ def every_refused_operation(cupy: ModuleType) -> dict[str, Callable[[], object]]
 
     def gemm_on_a_stream() -> object:
         a = cupy.ones((8, 8), "float32")
+        with ALLOWED:
+            a @ a  # the thread's handle's first stream: the default one
         with cupy.cuda.Stream():
-            return a @ a
+            return a @ a  # its second
 
     def csr_scalar() -> object:
         matrix = csr_matrix(
