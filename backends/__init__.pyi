@@ -60,7 +60,8 @@ class Bound(Generic[_P, _R]):
     snapshot: Snapshot
     @property
     def fn(self) -> Callable[_P, _R]:
-        """The callable this runs."""
+        """The callable this runs: ``fn`` as given (``func`` and ``args``, the partial's view,
+        are ``fn``'s own when ``fn`` is itself a ``functools.partial``)."""
         ...
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R: ...
 
