@@ -25,6 +25,7 @@ from backends._engine import environment
 from backends._engine.errors import brief
 from backends._engine.scope import flags as flags_of  # backends.flags, for a mapping built at run time
 from backends.availability import cpu
+from backends.sync import cufft
 
 #: One self-check result: (what was checked, passed, detail).
 Check = tuple[str, bool, str]
@@ -57,14 +58,22 @@ def _table(rows: Sequence[Sequence[str]]) -> list[str]:
     return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
 
 
+#: Flags for a knob CuPy also sets by itself, and what is in force where the flag is not set
+#: (contract section 8): the sync layer does not push the built-in default over CuPy's own.
+CUPY_OWN = {cufft.FLAG: "CuPy's own plan cache size in force (not pushed)"}
+
+
 def flag_report() -> list[str]:
     """The ``describe()`` table (name, value, source) as aligned text; an environment
-    source names its variable."""
+    source names its variable, and a flag left at its built-in default for a knob CuPy also
+    sets by itself says that CuPy's own setting is in force (``CUPY_OWN``)."""
     rows = [("flag", "value", "source")]
     for row in backends.describe():
         source = row.source
         if source == "environment":
             source += f" ({environment.variable(row.name, os.environ)})"
+        elif source == "default" and row.name in CUPY_OWN:
+            source += f": {CUPY_OWN[row.name]}"
         rows.append((row.name, repr(row.value), source))
     return _table(rows)
 

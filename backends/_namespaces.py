@@ -93,9 +93,11 @@ class PlanCacheView:
 
     @property
     def max_size(self) -> int:
-        """The ``cuda.cufft_plan_cache.max_size`` flag (plans, ``int >= 0``); assigning it
-        sets the flag for every device, with attribute-assignment rules (``TypeError``,
-        ``ValueError`` for bad values)."""
+        """The ``cuda.cufft_plan_cache.max_size`` flag (plans, an ``int >= -1``: ``0`` turns
+        caching off and ``-1`` lifts the limit, as CuPy's ``PlanCache.set_size`` takes them);
+        assigning it sets the flag for every device, with attribute-assignment rules
+        (``TypeError``, ``ValueError`` for bad values). Where the flag is not set, CuPy's own
+        size stands (contract section 8)."""
         return read("cuda.cufft_plan_cache.max_size")  # type: ignore[return-value]
 
     @max_size.setter

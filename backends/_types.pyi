@@ -107,7 +107,8 @@ class PlanCache:
     exist) raise ``RuntimeError`` without CUDA."""
     __name__: str
     max_size: int
-    """Capacity of CuPy's per-thread, per-device cuFFT plan cache (plans). Takes an int >= 0; default ``16``."""
+    """Capacity of CuPy's per-thread, per-device cuFFT plan cache (plans; 0: no caching, -1: unlimited). Takes an int >=
+    -1; default ``16``."""
     @staticmethod
     def flags(*, max_size: int | None = None) -> Scope:
         """A scope overriding only the given ``backends.cuda.cufft_plan_cache`` flags; ``None`` means not given (torch's

@@ -23,6 +23,7 @@ cache = backends.cuda.cufft_plan_cache
 BOOL = "bool"
 INT = "int"
 NON_NEGATIVE = ">= 0"
+AT_LEAST_MINUS_ONE = ">= -1"  # the plan cache size: -1 is CuPy's "unlimited"
 LINALG = ("'default'", "'cusolver'", "'magma'")
 PRECISION = ("'tf32'", "'ieee'")
 
@@ -140,7 +141,7 @@ CASES = [
     pytest.param(
         lambda: setattr(cache, "max_size", -3),
         ValueError,
-        ("cuda.cufft_plan_cache.max_size", "-3", NON_NEGATIVE),
+        ("cuda.cufft_plan_cache.max_size", "-3", AT_LEAST_MINUS_ONE),
         id="plan-cache-max-size=-3",
     ),
     pytest.param(
@@ -262,9 +263,9 @@ CASES = [
         _full_with(cudnn__enabled=None), TypeError, ("cudnn.enabled", "None", BOOL), id="from_dict-None-value"
     ),
     pytest.param(
-        _full_with(cuda__cufft_plan_cache__max_size=-1),
+        _full_with(cuda__cufft_plan_cache__max_size=-2),
         ValueError,
-        ("cuda.cufft_plan_cache.max_size", "-1", NON_NEGATIVE),
+        ("cuda.cufft_plan_cache.max_size", "-2", AT_LEAST_MINUS_ONE),
         id="from_dict-negative",
     ),
     pytest.param(
@@ -434,7 +435,7 @@ def report(**variables: str) -> dict[str, dict[str, list[object]]]:
         ("BACKENDS_CUDNN_BENCHMARK_LIMIT", "ten"),
         ("BACKENDS_CUDNN_BENCHMARK_LIMIT", "2.5"),
         ("BACKENDS_CUDA_PREFERRED_LINALG_LIBRARY", "MAGMA"),
-        ("BACKENDS_CUDA_CUFFT_PLAN_CACHE_MAX_SIZE", "-1"),
+        ("BACKENDS_CUDA_CUFFT_PLAN_CACHE_MAX_SIZE", "-2"),
     ],
 )
 def test_unparsable_environment_variable_fails_import_with_value_error_naming_it(variable: str, text: str) -> None:

@@ -487,8 +487,10 @@ def verdict(name: str, value: object) -> tuple[type[Exception] | None, object]:
     if flag.type is int:
         if issubclass(kind, int) and kind is not bool:
             number = int.__index__(value)  # type: ignore[arg-type]
-            # >= 0 by the contract; <= sys.maxsize because the value goes into C.
-            return (None, number) if 0 <= number <= sys.maxsize else (ValueError, None)
+            # >= the flag's minimum by the contract (0, or -1 for the plan cache size: CuPy's
+            # "unlimited"); <= sys.maxsize because the value goes into C.
+            low = flag.minimum if flag.minimum is not None else -sys.maxsize - 1
+            return (None, number) if low <= number <= sys.maxsize else (ValueError, None)
         return TypeError, None
     if issubclass(kind, str):
         text = str.__str__(value)  # type: ignore[arg-type]

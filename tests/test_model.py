@@ -289,7 +289,7 @@ BAD_VALUES: dict[type, list[tuple[object, type[Exception]]]] = {
     ],
     int: [
         (None, TypeError), (True, TypeError), (False, TypeError), (1.5, TypeError), (2.0, TypeError),
-        ("3", TypeError), (b"3", TypeError), (-1, ValueError), (Int(-1), ValueError), (-(2**70), ValueError),
+        ("3", TypeError), (b"3", TypeError), (-2, ValueError), (Int(-2), ValueError), (-(2**70), ValueError),
         (sys.maxsize + 1, ValueError), (2**100, ValueError),
     ],
     str: [

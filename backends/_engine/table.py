@@ -133,7 +133,7 @@ FLAGS: tuple[Flag, ...] = (
          "solver choice (cuSOLVER)", choices=("default", "cusolver", "magma"),
          spelling="function"),
     Flag("cuda.cufft_plan_cache.max_size", int, 16,
-         "Capacity of CuPy's per-thread, per-device cuFFT plan cache (plans; 0 = no caching, -1 = unlimited, as in CuPy).",
+         "Capacity of CuPy's per-thread, per-device cuFFT plan cache (plans; 0: no caching, -1: unlimited).",
          "capacity of CuPy's cuFFT plan cache (pushed only where set: else CuPy's own size stands)", minimum=-1),
     Flag("algorithms.deterministic", bool, False,
          "Refuse CuPy operations whose results can vary run to run; use a deterministic path where CuPy has one.",

@@ -11,7 +11,8 @@ from typing import Final
 from backends._engine.scope import Scope
 
 max_size: int
-"""Capacity of CuPy's per-thread, per-device cuFFT plan cache (plans). Takes an int >= 0; default ``16``."""
+"""Capacity of CuPy's per-thread, per-device cuFFT plan cache (plans; 0: no caching, -1: unlimited). Takes an int >= -1;
+default ``16``."""
 def flags(*, max_size: int | None = None) -> Scope:
     """A scope overriding only the given ``backends.cuda.cufft_plan_cache`` flags; ``None`` means not given (torch's
     ``flags()`` resets every flag it is not given; this does not).
