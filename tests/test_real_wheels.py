@@ -703,3 +703,73 @@ def test_cutensor_contraction_is_wrapped_where_cutensor_loads(order: str) -> Non
     assert params is not None, report["doc"]
     assert [params[i] for i in (1, 3, 6, 13)] == ["A", "B", "C", "compute_desc"], params
     assert report["constants"] == {"COMPUTE_DESC_32F": 4, "COMPUTE_DESC_TF32": 4096}
+
+
+# -- CuPy's own plan cache size (contract section 8) ------------------------------------------
+_PLAN_CACHE_RULE = r"""
+import json
+import backends
+from cupy.fft._cache import PlanCache
+import cupy.fft.config
+from backends.sync.cufft import fit
+
+MAX_SIZE = "cuda.cufft_plan_cache.max_size"
+out = {"config is _cache's": cupy.fft.config.get_plan_cache.__module__ == "cupy.fft._cache"}
+refused = []
+for size in (-2, -1):
+    try:
+        PlanCache(dev=0).set_size(size)
+    except ValueError:
+        refused.append(size)
+out["cupy refuses"] = refused
+cache = PlanCache(dev=0)  # a real cache: no CUDA call until a plan is stored
+seen = []
+for size in (0, -1, 64):
+    cache.set_size(size)
+    fit(cache)
+    seen.append(cache.get_size())
+out["cupy's own size stands"] = seen
+with backends.flags({MAX_SIZE: 5}):
+    fit(cache)
+    inside = [cache.get_size()]
+    cache.set_size(0)  # through CuPy, where the flag is set
+    fit(cache)
+    inside.append(cache.get_size())
+    with backends.cuda.cufft_plan_cache.flags(max_size=-1):
+        fit(cache)
+        inside.append(cache.get_size())
+fit(cache)
+out["inside"], out["after"] = inside, cache.get_size()
+print(json.dumps(out))
+"""
+
+
+def test_a_size_set_through_the_real_plan_cache_stands_where_the_flag_is_not_set() -> None:
+    done = _run([sys.executable, "-c", _PLAN_CACHE_RULE])
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    out = json.loads(done.stdout)
+    assert out == {
+        "config is _cache's": True,
+        "cupy refuses": [-2],  # and takes -1 (unlimited): the flag's range is CuPy's
+        "cupy's own size stands": [0, -1, 64],
+        "inside": [5, 5, -1],
+        "after": 0,  # the size set through CuPy inside the scope is CuPy's own now
+    }, out
+
+
+# -- the import race (issue 22 item 3) --------------------------------------------------------
+RACE_PROBE = HERE / "import_race_probe.py"
+#: pure-Python modules with a window (CuPy 14.2: all three are imported after ``import cupy``)
+RACE_MODULES = ("cupyx.scipy.ndimage._measurements", "cupyx.scipy.sparse._coo", "cupyx.scipy.sparse._compressed")
+
+
+@pytest.mark.parametrize("module", RACE_MODULES)
+@pytest.mark.parametrize("order", ["module first", "backends first", "window"])
+def test_import_backends_racing_a_real_import_leaves_it_wrapped(order: str, module: str) -> None:
+    done = _run([sys.executable, str(RACE_PROBE), order, module])
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    report = json.loads(done.stdout)
+    assert report["errors"] == [] and report["failures"] == [], report
+    assert report["wrapped"] and all(state is True for state in report["wrapped"].values()), report
+    if order == "module first":  # import backends ran while the body was held part-way
+        assert all(state is None for state in report["early"]["wrap points"].values()), report
