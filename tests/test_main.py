@@ -157,3 +157,18 @@ def test_cli_reports_cuda_versions_and_survives_a_failing_driver_query(tmp_path:
     assert line(out, "CUDA runtime") == "12.4 (12040)"
     assert line(out, "CUDA driver") == "unavailable (RuntimeError: cudaErrorInsufficientDriver)"
     assert line(out, "device 0") == "Fake GPU"
+
+
+def test_a_reader_that_stops_early_gets_no_traceback() -> None:
+    """`python -m backends | head -1`: the first line, then a quiet stop (no BrokenPipeError)."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "backends"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None and child.stderr is not None
+    first = child.stdout.readline()
+    child.stdout.close()  # as `head -1` does
+    errors = child.stderr.read()
+    child.stderr.close()
+    child.wait(timeout=120)
+    assert first.startswith("backends ")
+    assert "Traceback" not in errors and "BrokenPipeError" not in errors

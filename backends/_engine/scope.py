@@ -526,7 +526,7 @@ class Bound(functools.partial):  # type: ignore[type-arg]  # (partial[Any]: a ru
     def fn(self) -> Callable[..., Any]:
         """The callable this runs: ``fn`` as given (``func`` and ``args``, the partial's view,
         are ``fn``'s own when ``fn`` is itself a ``functools.partial``)."""
-        return self.__wrapped__  # type: ignore[no-any-return]  # set by update_wrapper in __new__
+        return self.__wrapped__  # type: ignore[attr-defined, no-any-return]  # set by update_wrapper in __new__
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         result = _function(self.snapshot, self.fn)(*args, **kwargs)
