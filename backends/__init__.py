@@ -41,4 +41,4 @@ from ._package import use_deterministic_algorithms as use_deterministic_algorith
 __all__ = _package.ALL
 __getattr__ = _package.package_getattr  # PEP 562: the lazy names, and a did-you-mean for the rest
 __dir__ = _package.package_dir
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -8,7 +8,7 @@ import pytest
 
 import backends
 
-pytest_plugins = ["pytester"]
+pytest_plugins = ["pytester", "tests._dev_tools"]
 
 from tests.standin_fixture import standin_cupy  # noqa: E402, F401  (the stand-in CuPy fixture)
 
@@ -34,3 +34,4 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
         return (yield)
     finally:
         pyfuncitem.obj = test
+
