@@ -58,12 +58,15 @@ class Bound(Generic[_P, _R]):
     functions and partials of them. Pickles as ``fn`` and the snapshot, validated on load."""
 
     snapshot: Snapshot
+    def __new__(cls, fn: Callable[_P, _R], flags: Snapshot) -> Bound[_P, _R]: ...
     @property
     def fn(self) -> Callable[_P, _R]:
         """The callable this runs: ``fn`` as given (``func`` and ``args``, the partial's view,
         are ``fn``'s own when ``fn`` is itself a ``functools.partial``)."""
         ...
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R: ...
+    # A class attribute stays itself when read through an instance, as at run time.
+    def __get__(self, instance: object, owner: type | None = None) -> Bound[_P, _R]: ...
 
 
 def bind(fn: Callable[_P, _R]) -> Bound[_P, _R]:

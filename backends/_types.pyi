@@ -5,7 +5,7 @@ Written from the flag table by scripts/typing_stubs.py. At run time the namespac
 objects of the classes in backends/_namespaces.py; this module exists only for type checkers.
 """
 
-from typing import Literal, Protocol
+from typing import Literal, Protocol, type_check_only
 
 from backends._engine.scope import Scope
 from backends._namespaces import PlanCacheView
@@ -14,11 +14,13 @@ PreferredLinalgLibrary = Literal["default", "cusolver", "magma"]
 Fp32Precision = Literal["tf32", "ieee"]
 
 
+@type_check_only
 class _PreferredLinalgLibraryAccessor(Protocol):
     """``backends.cuda.preferred_linalg_library``, torch's function spelling of the flag."""
     def __call__(self, backend: PreferredLinalgLibrary | None = None) -> PreferredLinalgLibrary: ...
 
 
+@type_check_only
 class CudnnConv:
     """``backends.cudnn.conv``: torch 2.9's ``fp32_precision`` view of ``cudnn.allow_tf32``."""
     __name__: str
@@ -26,6 +28,7 @@ class CudnnConv:
     """torch 2.9+ spelling of cudnn.allow_tf32: "tf32" or "ieee"."""
 
 
+@type_check_only
 class Cudnn:
     """``backends.cudnn``: cuDNN flags, as ``torch.backends.cudnn``."""
     __name__: str
@@ -71,6 +74,7 @@ class Cudnn:
         ...
 
 
+@type_check_only
 class Matmul:
     """``backends.cuda.matmul``: cuBLAS GEMM flags, as ``torch.backends.cuda.matmul``."""
     __name__: str
@@ -100,6 +104,7 @@ class Matmul:
         ...
 
 
+@type_check_only
 class PlanCache:
     """``backends.cuda.cufft_plan_cache``: CuPy's per-thread, per-device cuFFT plan cache,
     shaped like torch's. ``max_size`` is a flag and works without CUDA; ``size``
@@ -133,6 +138,7 @@ class PlanCache:
         ...
 
 
+@type_check_only
 class Cuda:
     """``backends.cuda``: CUDA flags, as ``torch.backends.cuda``."""
     __name__: str
@@ -173,6 +179,7 @@ class Cuda:
         ...
 
 
+@type_check_only
 class Algorithms:
     """``backends.algorithms``: torch's ``use_deterministic_algorithms`` switch as two scoped
     flags, for CuPy. Where ``deterministic`` is on, CuPy operations whose results can vary from
@@ -195,6 +202,7 @@ class Algorithms:
         ...
 
 
+@type_check_only
 class Mps:
     """``backends.mps``: Apple's Metal. CuPy and NumPy have no Metal backend, so both answer ``False``."""
     __name__: str
@@ -208,6 +216,7 @@ class Mps:
         ...
 
 
+@type_check_only
 class Mkl:
     """``backends.mkl``: whether NumPy's loaded BLAS is Intel MKL."""
     __name__: str
@@ -217,6 +226,7 @@ class Mkl:
         ...
 
 
+@type_check_only
 class Mkldnn:
     """``backends.mkldnn``: whether oneDNN is loaded in this process (NumPy does not use it)."""
     __name__: str
@@ -226,6 +236,7 @@ class Mkldnn:
         ...
 
 
+@type_check_only
 class Openmp:
     """``backends.openmp``: whether an OpenMP runtime is loaded with NumPy."""
     __name__: str

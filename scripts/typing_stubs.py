@@ -8,7 +8,8 @@ are properties made from the flag table (``backends/_engine/table.py``) when the
 created: a type checker sees none of them. This script writes what the checkers read instead:
 
 - ``backends/_types.pyi``: one plain class per namespace (not a ``ModuleType``: a module's
-  ``__getattr__`` would make every unknown name ``Any``): one annotated attribute per flag
+  ``__getattr__`` would make every unknown name ``Any``), marked ``@type_check_only`` (no
+  module or class of these names exists at run time): one annotated attribute per flag
   with its docstring, the views as ``Literal`` types, child namespaces as read-only
   properties, ``flags(*, ...)`` with a keyword-only, typed parameter per flag, and the
   hand-written members of the runtime class (``tf32``, ``is_available``, ...) with the
@@ -27,6 +28,10 @@ created: a type checker sees none of them. This script writes what the checkers 
 - ``backends/_flagvalues.py``: ``FlagValues``, a ``TypedDict`` (``total=False``) of the dotted
   names, a real module so that ``backends.FlagValues`` exists at run time too (imported on
   first use: ``import backends`` does not pay for it).
+
+``griffe_extension()`` is for the API reference (docs/api.md): it documents each namespace at its
+public path from its module stub. ``python -m mypy.stubtest`` checks the stubs against the runtime
+(tests/test_typing.py), but for the differences stubtest-allowlist.txt gives with their reasons.
 """
 
 from __future__ import annotations
@@ -365,7 +370,7 @@ def stub_imports(names: set[str], aliases: set[str] | None = None) -> list[str]:
             wanted.append(KNOWN_NAMES[name])
         elif name == "_types":
             wanted.append("from backends import _types")
-        elif name in ("Final", "Literal", "Protocol"):
+        elif name in ("Final", "Literal", "Protocol", "type_check_only"):
             wanted.append(f"from typing import {name}")
         else:
             raise SystemExit(f"an annotation uses {name!r}: add its import to KNOWN_NAMES")
@@ -375,16 +380,18 @@ def stub_imports(names: set[str], aliases: set[str] | None = None) -> list[str]:
 
 
 def types_stub() -> str:
-    names: set[str] = {"Literal"}
+    # @type_check_only: these classes exist only for the checkers (stubtest then takes a namespace
+    # typed as one of them for the object it is at run time, an instance of backends/_namespaces.py's).
+    names: set[str] = {"Literal", "type_check_only"}
     classes: list[str] = []
     for cls in NAMESPACES:
-        classes += ["", "", f"class {cls.__name__}:", *class_body(cls, names)]
+        classes += ["", "", "@type_check_only", f"class {cls.__name__}:", *class_body(cls, names)]
     accessors: list[str] = []
     for flag in FLAGS:
         if flag.spelling == "function":
             names.add("Protocol")
             kind = flag_type(flag)
-            accessors += ["", "", f"class {accessor_name(flag)}(Protocol):",
+            accessors += ["", "", "@type_check_only", f"class {accessor_name(flag)}(Protocol):",
                           *docstring(f"``backends.{flag.name}``, torch's function spelling of the flag.", "    "),
                           f"    def __call__(self, backend: {kind} | None = None) -> {kind}: ..."]
     lines = [
@@ -409,14 +416,17 @@ def mirror_stub(cls: type[Namespace]) -> str:
     aliases: set[str] = set()
     body = mirror_body(cls, names, aliases)
     parent, _, leaf = f"backends.{cls.prefix}".rpartition(".")
+    # The namespace's own docstring first: the API reference shows this module as the namespace.
+    doc = (
+        f"{inspect.cleandoc(cls.__doc__ or '')}\n\n"
+        f"A module for the type checkers, for ``import backends.{cls.prefix} as name``; at run time the "
+        f"namespace object itself (``backends`` puts it in ``sys.modules``). Prefer ``from {parent} import "
+        f"{leaf}``: pyright then types the name as the namespace object and checks assignments to it, which "
+        f"it never does for a module's attributes."
+    )
     lines = [
         HEADER,
-        f'"""``backends.{cls.prefix}`` as a module, for ``import backends.{cls.prefix} as name``.',
-        "",
-        "At run time it is the namespace object itself (``backends`` puts it in ``sys.modules``). Prefer",
-        f"``from {parent} import {leaf}``: pyright then types the name as the namespace object and",
-        "checks assignments to it, which it never does for a module's attributes.",
-        '"""',
+        *docstring(doc, ""),
         "",
         *stub_imports(names, aliases),
         "",
@@ -508,11 +518,14 @@ def package_stub() -> str:
         *docstring(runtime_bound.__doc__, "    "),
         "",
         "    snapshot: Snapshot",
+        "    def __new__(cls, fn: Callable[_P, _R], flags: Snapshot) -> Bound[_P, _R]: ...",
         "    @property",
         "    def fn(self) -> Callable[_P, _R]:",
         *docstring(runtime_bound.fn.__doc__, "        "),
         "        ...",
         "    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R: ...",
+        "    # A class attribute stays itself when read through an instance, as at run time.",
+        "    def __get__(self, instance: object, owner: type | None = None) -> Bound[_P, _R]: ...",
         "",
         "",
         *override("bind", "def bind(fn: Callable[_P, _R]) -> Bound[_P, _R]:", backends.bind),
@@ -550,6 +563,37 @@ def package_stub() -> str:
         *written,
     ]
     return "\n".join(lines) + "\n"
+
+
+# -- the API reference ------------------------------------------------------------------------
+def griffe_extension() -> object:
+    """A Griffe extension for the API reference (docs/api.md loads it through mkdocstrings): it
+    documents each namespace at its public path from its module stub, ``backends.cudnn`` from
+    ``backends/cudnn/__init__.pyi`` and so on. Griffe alone reads ``backends.cudnn`` from the
+    package stub, where it is an attribute typed ``_types.Cudnn`` (declared so for the checkers:
+    see ``package_stub``), which hides the namespace's module stub of the same name."""
+    import griffe  # the docs tool chain's: only the docs build calls this
+
+    class PublicNamespaces(griffe.Extension):
+        def on_package(self, *, pkg: griffe.Module, loader: griffe.GriffeLoader, **kwargs: object) -> None:
+            if pkg.path != "backends":
+                return
+            for cls in sorted(NAMESPACES, key=lambda c: c.prefix.count(".")):  # parents first
+                *parents, leaf = cls.prefix.split(".")
+                parent = pkg
+                for name in parents:
+                    parent = parent.modules[name]  # a namespace set here already
+                stub = PACKAGE.joinpath(*cls.prefix.split("."), "__init__.pyi")
+                module = griffe.visit(
+                    leaf, stub, stub.read_text(encoding="utf-8"), parent=parent,
+                    docstring_parser=loader.docstring_parser, docstring_options=loader.docstring_options,
+                    lines_collection=loader.lines_collection, modules_collection=loader.modules_collection,
+                )
+                parent.set_member(leaf, module)
+
+        on_package_loaded = on_package  # Griffe 1's name of the event
+
+    return PublicNamespaces()
 
 
 # -- the files -------------------------------------------------------------------------------

@@ -1,8 +1,13 @@
-"""The documentation site builds with ``mkdocs build --strict`` and has the API reference."""
+"""The documentation site builds with ``mkdocs build --strict`` and has the API reference, which
+documents every public name at its public path and shows no private one."""
 
 from __future__ import annotations
 
+import html as html_module
+import importlib
 import importlib.util
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,10 +15,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+#: A dotted path with a private part: ``backends._types.Cudnn``, ``backends._engine.scope.Scope``.
+PRIVATE_PATH = re.compile(r"\bbackends(\.\w+)*\._\w+")
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("mkdocstrings_handlers") is None,
-    reason="mkdocs / mkdocstrings[python] not installed (pip install -e '.[docs]')",
+    reason="mkdocs / mkdocstrings[python] not installed (pip install --group docs)",
 )
 
 
@@ -39,61 +46,118 @@ def test_the_site_builds_strictly_with_every_page(site: Path) -> None:
             assert (site / page.stem / "index.html").is_file(), page.name
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "backends.flags",
-        "backends.FlagValues",
-        "backends.Scope",
-        "backends.Snapshot",
-        "backends.snapshot",
-        "backends.bind",
-        "backends.describe",
-        "backends.set_defaults",
-        "backends.reset_defaults",
-        "backends.deterministic",
-        "backends.disable_global_flags",
-        "backends.enable_global_flags",
-        "backends.flags_frozen",
-        "backends.sync.sync",
-        "backends.integrations.executors.ThreadPoolExecutor",
-        "backends.integrations.executors.Thread",
-        "backends.integrations.executors.run_in_executor",
-        "backends.integrations.asyncio.install",
-        "backends.integrations.asyncio.uninstall",
-        "backends.integrations.asyncio.synced",
-        "backends.integrations.pytest_plugin.BackendsFlags",
-    ],
-)
-def test_the_api_reference_documents(site: Path, name: str) -> None:
-    html = (site / "api" / "index.html").read_text(encoding="utf-8")
-    assert f'id="{name}"' in html, f"{name} missing from the API reference"
+def _api_page(site: Path) -> str:
+    return (site / "api" / "index.html").read_text(encoding="utf-8")
 
 
-def test_the_api_reference_documents_the_namespaces_as_users_see_them(site: Path) -> None:
-    import html as html_module
-    import re
+def _text(html: str) -> str:
+    return re.sub(r"\s+", " ", html_module.unescape(re.sub(r"<[^>]+>", " ", html))).strip()
 
+
+def _anchors(page: str) -> set[str]:
+    return set(re.findall(r'\bid="([^"]+)"', page))
+
+
+def _namespaces() -> list[str]:
+    """Every namespace's dotted name under ``backends``: cudnn, cudnn.conv, cuda, ..."""
+    from backends import _namespaces
+    from backends._engine.namespace import Namespace
+
+    return [
+        cls.prefix
+        for cls in vars(_namespaces).values()
+        if isinstance(cls, type) and issubclass(cls, Namespace) and cls is not Namespace
+    ]
+
+
+#: Public names of the package documented at their module's path, not at ``backends.<name>``:
+#: the function ``backends.sync`` (its module ``backends.sync`` holds the sync layer) and the
+#: integration modules ``backends.asyncio`` and ``backends.trio``.
+AT_THEIR_MODULE = {
+    "sync": "backends.sync.sync",
+    "asyncio": "backends.integrations.asyncio",
+    "trio": "backends.integrations.trio",
+}
+
+
+def test_the_api_reference_documents_every_public_name_of_the_package_at_its_public_path(site: Path) -> None:
     import backends
 
-    page = (site / "api" / "index.html").read_text(encoding="utf-8")
-    text = re.sub(r"\s+", " ", html_module.unescape(re.sub(r"<[^>]+>", " ", page)))
-    for heading in ("backends.cudnn", "backends.cudnn.conv", "backends.cuda", "backends.cuda.matmul",
-                    "backends.cuda.cufft_plan_cache"):
-        assert f" {heading} ¶" in text, f"no section for {heading}"
+    anchors = _anchors(_api_page(site))
+    public = {name for name in dir(backends) if not name.startswith("_")}
+    assert set(backends.__all__) <= public
+    missing = [name for name in sorted(public) if AT_THEIR_MODULE.get(name, f"backends.{name}") not in anchors]
+    assert not missing, f"not in the API reference at their public path: {missing}"
+
+
+def test_the_api_reference_documents_every_namespace_with_its_flags_and_functions(site: Path) -> None:
+    import backends
+
+    page = _api_page(site)
+    anchors = _anchors(page)
+    headings = {_text(h) for h in re.findall(r"<h[1-6][^>]*>(.*?)</h[1-6]>", page, re.S)}
+    namespaces = _namespaces()
+    assert {"cudnn", "cudnn.conv", "cuda", "cuda.matmul", "cuda.cufft_plan_cache", "algorithms", "mps", "mkl",
+            "mkldnn", "openmp"} <= set(namespaces)
+    for prefix in namespaces:
+        path = f"backends.{prefix}"
+        assert path in anchors, f"no section for {path}"
+        assert any(h.startswith(f"{path} ") or h == path for h in headings), f"no heading reads {path}"
+        namespace = importlib.import_module(path)  # the runtime object
+        members = [name for name in dir(namespace) if not name.startswith("_")]
+        assert members, path
+        missing = [name for name in members if f"{path}.{name}" not in anchors]
+        assert not missing, f"{path}: not in the API reference: {missing}"
+    text = _text(page)
     for flag in backends.FLAGS:
         attribute = flag.name.rpartition(".")[2]
         if flag.name != "cuda.preferred_linalg_library":  # torch spells that one as a function
             assert f" {attribute} : {flag.type.__name__} " in text, f"{flag.name} is not documented with its type"
     assert " fp32_precision : " in text  # the views of cudnn.conv and cuda.matmul
     assert "enabled : bool | None = None" in text  # cudnn.flags(...) with its keywords
-    assert "backends._namespaces" not in text and "backends._types" not in text  # no private paths shown
+    assert " preferred_linalg_library ( backend : " in text
+
+
+def test_the_api_reference_documents_every_public_name_of_the_integrations(site: Path) -> None:
+    import backends
+
+    anchors = _anchors(_api_page(site))
+    for module_name in ("executors", "asyncio", "trio", "pytest_plugin"):
+        module = importlib.import_module(f"backends.integrations.{module_name}")
+        path = module.__name__
+        assert path in anchors, path
+        for name, value in vars(module).items():
+            # Its own public names; not the pytest hooks (pytest calls them) nor a TypeVar
+            if name.startswith(("_", "pytest_")) or getattr(value, "__module__", None) != path:
+                continue
+            if type(value).__name__ == "TypeVar":
+                continue
+            here = f"{path}.{name}" in anchors
+            in_package = getattr(backends, name, None) is value and f"backends.{name}" in anchors
+            assert here or in_package, f"{path}.{name} is not in the API reference"
+
+
+def test_the_api_reference_shows_no_private_path_in_headings_anchors_toc_or_search(site: Path) -> None:
+    page = _api_page(site)
+    shown = [
+        *(a for a in _anchors(page) if a.startswith("backends")),
+        *(_text(h) for h in re.findall(r"<h[1-6][^>]*>(.*?)</h[1-6]>", page, re.S)),
+        *(_text(t) for t in re.findall(r'<a href="#[^"]*" class="md-nav__link">(.*?)</a>', page, re.S)),  # the toc
+        *re.findall(r'<a href="#([^"]*)" class="md-nav__link">', page),
+    ]
+    assert len(shown) > 200, "the page's headings, anchors and toc were not found"
+    private = sorted({item for item in shown if PRIVATE_PATH.search(item) or "._" in item})
+    assert not private, f"private paths in the API reference: {private}"
+    assert "backends._" not in _text(page), "a private path in the API reference's text"
+
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    entries = [doc for doc in index["docs"] if doc["location"].startswith("api/")]
+    assert len(entries) > 50
+    private = [d["location"] for d in entries if PRIVATE_PATH.search(f"{d['location']} {d['title']} {d['text']}")]
+    assert not private, f"private paths in the search index's API entries: {private}"
 
 
 def test_search_finds_every_flag_by_its_name_and_its_dotted_name(site: Path) -> None:
-    import json
-    import re
-
     import backends
 
     index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
@@ -114,8 +178,6 @@ def test_search_finds_every_flag_by_its_name_and_its_dotted_name(site: Path) -> 
 def test_the_flag_reference_has_one_anchor_per_flag_and_breaks_identifiers_only_at_dots_and_underscores(
     site: Path,
 ) -> None:
-    import re
-
     import backends
 
     page = (site / "flags" / "index.html").read_text(encoding="utf-8")

@@ -1,6 +1,8 @@
 """Static types: mypy --strict and pyright (strict) report every mistake in tests/typing/bad.py with
 the error each line expects and nothing else, and nothing at all in tests/typing/good.py; the
-generated stubs are current and declare exactly the names the runtime has; jedi completes the flags.
+generated stubs are current and declare exactly the names the runtime has, and mypy's stubtest
+finds them true to the runtime on both engines, but for the allowlisted differences, each with its
+reason and each still needed; jedi completes the flags.
 
 The expectations are the checkers' own comments: ``# type: ignore[code]`` (mypy, with
 ``--warn-unused-ignores`` from ``--strict`` and ``--enable-error-code ignore-without-code``) and
@@ -14,9 +16,11 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -83,7 +87,7 @@ def test_the_correct_file_runs() -> None:
 
 # -- mypy -------------------------------------------------------------------------------------
 def test_mypy_strict_reports_exactly_the_expected_errors(tmp_path: Path) -> None:
-    pytest.importorskip("mypy", reason="mypy not installed (pip install -e '.[test]')")
+    pytest.importorskip("mypy", reason="mypy not installed (pip install --group typing)")
     result = _run(
         sys.executable, "-m", "mypy", "--strict", "--enable-error-code", "ignore-without-code",
         "--python-version", "3.10", "--show-error-codes", "--no-color-output",
@@ -103,7 +107,7 @@ def _pyright(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def pyright() -> None:
     if importlib.util.find_spec("pyright") is None:
-        pytest.skip("pyright not installed (pip install -e '.[test]' installs it, with Node.js, from PyPI)")
+        pytest.skip("pyright not installed (pip install --group typing installs it, with Node.js, from PyPI)")
     version = _pyright("--version")
     if version.returncode != 0:  # no Node.js, and none could be fetched
         pytest.skip(f"pyright cannot run here: {(version.stdout + version.stderr).strip()[-500:]}")
@@ -172,6 +176,81 @@ def test_the_namespace_stubs_declare_exactly_the_runtime_members() -> None:
         ), f"{mirror.parent}: stub-only, holding __init__.pyi and the directories of the child namespaces"
 
 
+# -- stubtest ----------------------------------------------------------------------------------
+ALLOWLIST = ROOT / "stubtest-allowlist.txt"
+
+#: The allowlist's entries that apply only in some configurations (written ``(...)?``, stubtest's
+#: form for an entry it must not report unused elsewhere), and where each applies, given whether
+#: the compiled engine is in use and whether CUDA is available.
+CONDITIONAL: dict[str, Callable[[bool, bool], bool]] = {
+    r"backends\.cuda\.cufft_plan_cache": lambda accelerated, cuda: not cuda,
+    r"backends\._engine\.scope\._Base\.\w+": lambda accelerated, cuda: accelerated,
+    r"backends\.integrations\.asyncio\.synced\.send": (
+        lambda accelerated, cuda: accelerated and sys.version_info >= (3, 13)
+    ),
+}
+
+
+def _allowlist() -> list[tuple[str, str]]:
+    """(entry, reason) for each entry of stubtest-allowlist.txt: its reason is the comment at the end
+    of its line or the comment lines right above it."""
+    entries = []
+    comment: list[str] = []
+    for line in ALLOWLIST.read_text(encoding="utf-8").splitlines():
+        text, _, trailing = line.partition("#")
+        if text.strip():
+            entries.append((text.strip(), " ".join([*comment, trailing.strip()]).strip()))
+            comment = []
+        elif trailing.strip():
+            comment.append(trailing.strip())
+        else:
+            comment = []
+    return entries
+
+
+def test_every_stubtest_allowlist_entry_has_a_reason_and_only_the_known_ones_are_conditional() -> None:
+    entries = _allowlist()
+    assert entries, "stubtest-allowlist.txt has no entry"
+    conditional = set()
+    for entry, reason in entries:
+        assert len(reason.split()) >= 5, f"stubtest-allowlist.txt: {entry} has no reason (a # comment) with it"
+        pattern = re.compile(entry)  # stubtest takes each entry as a regular expression
+        if pattern.fullmatch(""):
+            assert entry.startswith("(") and entry.endswith(")?"), entry
+            conditional.add(entry[1:-2])
+    assert conditional == set(CONDITIONAL), "a conditional entry needs its condition in CONDITIONAL, to be checked"
+
+
+@pytest.mark.parametrize("engine", ["compiled", "pure"])
+def test_stubtest_finds_the_stubs_true_to_the_runtime_but_for_the_allowlist(engine: str, tmp_path: Path) -> None:
+    """``python -m mypy.stubtest`` as CI runs it, with the allowlist, on one engine: no error, and no
+    entry unused (stubtest's default). A conditional entry goes in a second allowlist, first and
+    in its plain form, where it applies: there stubtest reports it unused when it no longer is."""
+    pytest.importorskip("mypy.stubtest", reason="mypy not installed (pip install --group typing)")
+    env = {key: value for key, value in os.environ.items() if key != "BACKENDS_PURE_PYTHON"}
+    if engine == "pure":
+        env["BACKENDS_PURE_PYTHON"] = "1"
+    code = "import backends, backends._engine as e; print(e.ACCELERATED, backends.cuda.is_available())"
+    probe = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=True,
+    )
+    accelerated, cuda = (word == "True" for word in probe.stdout.split())
+    if engine == "compiled" and not accelerated:
+        pytest.skip("the compiled accelerator is not built for this interpreter")
+    here = tmp_path / "applies-here.txt"
+    here.write_text("".join(f"{entry}\n" for entry, applies in CONDITIONAL.items() if applies(accelerated, cuda)))
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "--mypy-config-file", str(TYPING / "stubtest.ini"),
+         "--allowlist", str(here), "--allowlist", str(ALLOWLIST), "backends"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert result.returncode == 0, (
+        f"mypy.stubtest on the {engine} engine (fix the stubs through scripts/typing_stubs.py; an entry"
+        f" in {ALLOWLIST.name} only for a deliberate difference, with its reason):\n{result.stdout}{result.stderr}"
+    )
+
+
 def test_flag_values_is_a_typed_dict_of_every_flag_imported_on_first_use() -> None:
     code = (
         "import sys, backends; assert 'backends._flagvalues' not in sys.modules; "
@@ -185,7 +264,7 @@ def test_flag_values_is_a_typed_dict_of_every_flag_imported_on_first_use() -> No
 
 # -- editors ----------------------------------------------------------------------------------
 def test_jedi_completes_the_flags_statically() -> None:
-    jedi = pytest.importorskip("jedi", reason="jedi not installed (pip install -e '.[test]')")
+    jedi = pytest.importorskip("jedi", reason="jedi not installed (pip install --group typing)")
     project = jedi.Project(str(ROOT), sys_path=[str(ROOT)], smart_sys_path=False, load_unsafe_extensions=False)
 
     def complete(code: str) -> set[str]:
