@@ -184,10 +184,6 @@ ALLOWLIST = ROOT / "stubtest-allowlist.txt"
 #: the compiled engine is in use and whether CUDA is available.
 CONDITIONAL: dict[str, Callable[[bool, bool], bool]] = {
     r"backends\.cuda\.cufft_plan_cache": lambda accelerated, cuda: not cuda,
-    r"backends\._engine\.scope\._Base\.\w+": lambda accelerated, cuda: accelerated,
-    r"backends\.integrations\.asyncio\.synced\.send": (
-        lambda accelerated, cuda: accelerated and sys.version_info >= (3, 13)
-    ),
 }
 
 

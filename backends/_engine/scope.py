@@ -252,6 +252,9 @@ class Scope(_Base):
         return functools.wraps(fn)(wrapper)  # type: ignore[return-value]
 
 
+del _Base  # Scope.__bases__ names it; the module does not need the alias
+
+
 def _slots_on_load(scope: Scope, state: Any) -> Any:
     """The ``{slot: value}`` dict of pickled slot state ``(None, {slot: value})``, for
     ``__setstate__`` to validate as construction does. A scope already built is immutable

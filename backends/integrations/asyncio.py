@@ -88,7 +88,7 @@ class synced(_Stepper, Coroutine[Any, Any, Any]):  # type: ignore[misc]  # lower
             _leave_out_the_step(error)
             raise
 
-    def send(self, value: Any) -> Any:
+    def send(self, value: Any, /) -> Any:
         try:  # noqa: SIM105
             sync()
         except Exception:
