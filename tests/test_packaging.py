@@ -27,8 +27,9 @@ def project() -> dict:
 
 def test_the_distribution_is_scoped_backends_and_the_package_is_backends(project: dict) -> None:
     assert project["project"]["name"] == "scoped-backends"
-    assert project["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["backends"]
-    assert project["tool"]["hatch"]["version"]["path"] == "backends/__init__.py"
+    assert project["tool"]["setuptools"]["packages"]["find"]["include"] == ["backends", "backends.*"]
+    assert project["project"]["dynamic"] == ["version"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "backends.__version__"}
 
 
 def test_the_urls_point_at_the_repository(project: dict) -> None:
@@ -56,9 +57,15 @@ def test_the_classifiers(project: dict) -> None:
     assert not [c for c in classifiers if c.startswith("License ::")]
 
 
-def test_the_sdist_includes_are_anchored_to_the_root(project: dict) -> None:
-    include = project["tool"]["hatch"]["build"]["targets"]["sdist"]["include"]
-    assert include == ["/backends", "/hatch_build.py", "/README.md", "/CHANGELOG.md", "/LICENSE"]
+def test_the_build_backend_is_setuptools_with_setup_py_and_packs_no_compiled_module(project: dict) -> None:
+    # setuptools 77 reads `license` as an SPDX expression (PEP 639); older ones refuse it
+    assert project["build-system"] == {"requires": ["setuptools>=77"], "build-backend": "setuptools.build_meta"}
+    assert (ROOT / "setup.py").is_file() and not (ROOT / "hatch_build.py").exists()
+    assert "hatch" not in project["tool"]
+    # an editable install's compiled modules and build note stay out of every wheel and sdist
+    assert project["tool"]["setuptools"]["exclude-package-data"] == {"*": ["*.so", "*.pyd", "_build_note.txt"]}
+    manifest = (ROOT / "MANIFEST.in").read_text(encoding="utf-8").splitlines()
+    assert "global-exclude *.so *.pyd *.py[cod] _build_note.txt" in manifest
 
 
 def tracked_text_files() -> list[Path]:

@@ -4,8 +4,9 @@
 and exit in C, and hands every other case (errors, refused exits, exits while an exception is
 in flight) to the pure-Python code in ``state``, ``scope`` and ``namespace``, which defines
 the behaviour: the pure path is the reference, as ``_pydecimal`` is for ``_decimal``. The
-accelerator is built by ``pip install`` where a C compiler is available (``hatch_build.py``);
-elsewhere the package is pure Python and behaves the same.
+accelerator is built by ``pip install`` where a C compiler is available (``setup.py``);
+elsewhere the package is pure Python and behaves the same, and the build leaves the reason in
+``_build_note.txt`` beside this file, which ``describe()`` reports.
 
 ``BACKENDS_PURE_PYTHON=1`` (or ``true``/``yes``/``on``, in any case) selects the pure path even
 where the accelerator is installed; ``0``/``false``/``no``/``off`` or unset, the accelerator when
@@ -14,6 +15,7 @@ there is one. Read once, at ``import backends``. Any other value warns and count
 
 from __future__ import annotations
 
+import importlib
 import os
 import warnings
 
@@ -40,6 +42,17 @@ def _pure_python_wanted(text: str) -> bool:
     return False
 
 
+def _build_note() -> str:
+    """Why the build left the accelerator out, as setup.py wrote it into the package; ``""`` if
+    it did not (a source checkout never built, or an install by other means)."""
+    try:
+        path = os.path.join(os.path.dirname(__file__), "_build_note.txt")
+        with open(path, encoding="utf-8", errors="replace") as file:
+            return file.readline(300).strip()
+    except (OSError, TypeError):  # no note; or no __file__ to find it by
+        return ""
+
+
 speedups: Any = None
 #: why the pure path is in use (``""`` when the accelerator is)
 reason = ""
@@ -47,9 +60,13 @@ if _pure_python_wanted(os.environ.get(VARIABLE, "")):
     reason = f"{VARIABLE} is set"
 else:
     try:
-        from . import _speedups as speedups  # type: ignore[attr-defined, no-redef]
+        # import_module, not `from . import`: that turns a missing module into a plain ImportError
+        speedups = importlib.import_module(f"{__package__}._speedups")
     except ModuleNotFoundError:  # not built: no C compiler at install, or a source checkout never built
-        reason = "the compiled accelerator is not installed"
+        note = _build_note()
+        reason = (
+            f"the accelerator was not built at install: {note}" if note else "the compiled accelerator is not installed"
+        )
     except ImportError as error:  # built, but this interpreter refuses to load it
         reason = f"the compiled accelerator cannot be loaded in this interpreter ({error})"
 
