@@ -34,14 +34,15 @@ COMPILED = "compiled accelerator (C, backends._engine._speedups)"
 NOT_BUILT = "pure Python (the accelerator was not built at install: "
 
 if importlib.util.find_spec("build") is None:
-    pytest.skip("needs PyPA's build (pip install build)", allow_module_level=True)
+    pytest.skip("needs PyPA's build (pip install --group release)", allow_module_level=True)
 try:
     from importlib.metadata import version
 
     if int(version("setuptools").split(".")[0]) < 77:
-        pytest.skip(f"needs setuptools 77 or newer, this is {version('setuptools')}", allow_module_level=True)
+        found = version("setuptools")
+        pytest.skip(f"needs setuptools 77+, this is {found} (pip install --group release)", allow_module_level=True)
 except ImportError:  # PackageNotFoundError is an ImportError
-    pytest.skip("needs setuptools 77 or newer (pip install setuptools)", allow_module_level=True)
+    pytest.skip("needs setuptools 77 or newer (pip install --group release)", allow_module_level=True)
 
 posix_compiler = pytest.mark.skipif(sys.platform == "win32", reason="CC and CFLAGS are the Unix compilers' variables")
 

@@ -23,13 +23,39 @@ def test_skips_for_another_reason():
 """
 
 
-def test_without_the_variable_the_tool_tests_skip(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+MODULE_SKIP = """
+import pytest
+
+pytest.skip("the builder is not installed (pip install --group release)", allow_module_level=True)
+
+def test_never_runs():
+    pass
+"""
+
+
+def test_a_module_level_skip_fails_where_ci_requires_the_tools(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_module_skip=MODULE_SKIP)
+    monkeypatch.delenv("SCOPED_BACKENDS_DEV_TOOLS", raising=False)
+    pytester.runpytest("-p", "tests._dev_tools", "-p", "no:asyncio").assert_outcomes(skipped=1)
+    monkeypatch.setenv("SCOPED_BACKENDS_DEV_TOOLS", "required")
+    result = pytester.runpytest("-p", "tests._dev_tools", "-p", "no:asyncio")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*SCOPED_BACKENDS_DEV_TOOLS=required, but this test was skipped*--group release*"])
+
+
+def test_without_the_variable_the_tool_tests_skip(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("SCOPED_BACKENDS_DEV_TOOLS", raising=False)
     pytester.makepyfile(TESTS)
     pytester.runpytest("-p", "tests._dev_tools", "-p", "no:asyncio").assert_outcomes(skipped=3)
 
 
-def test_where_ci_requires_the_tools_their_skips_fail(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_where_ci_requires_the_tools_their_skips_fail(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SCOPED_BACKENDS_DEV_TOOLS", "required")
     pytester.makepyfile(TESTS)
     result = pytester.runpytest("-p", "tests._dev_tools", "-p", "no:asyncio")

@@ -22,7 +22,7 @@
  * package after it was removed from sys.modules, has its own configuration. No reference
  * borrowed from a dict or tuple is kept across anything that can run Python code (a __hash__,
  * an __eq__, a finaliser run by a garbage collection during an allocation). Built for the GIL
- * build of CPython only (see hatch_build.py): the free-threaded build uses the pure engine.
+ * build of CPython only (see setup.py): the free-threaded build uses the pure engine.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

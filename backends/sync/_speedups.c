@@ -23,7 +23,7 @@
  *
  * This thread's record lives in the thread state dict (one tuple, replaced whole), under a key
  * that belongs to this module object. Built for the GIL build of CPython only (the free-threaded
- * build takes the pure-Python path; see hatch_build.py), with backends._engine._speedups.
+ * build takes the pure-Python path; see setup.py), with backends._engine._speedups.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
