@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import backends
+
+#: The folder of the ``backends`` that the tests import: the checkout's in a development install,
+#: site-packages' where an sdist's tests run against an installed wheel. Tests of the package's
+#: own files (its C sources, its stubs) read them here, not beside the tests.
+PACKAGE = Path(backends.__file__).resolve().parent
 
 
 def effective_flags() -> dict[str, object]:

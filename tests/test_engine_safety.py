@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from backends._engine import accelerator
+from tests._helpers import PACKAGE
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -436,7 +437,7 @@ def test_a_keyboard_interrupt_at_any_moment_never_leaves_a_scope_entered(kind: s
 
 # -- 8. compiler hygiene -------------------------------------------------------------------------
 
-SOURCES = [ROOT / "backends" / "_engine" / "_speedups.c", ROOT / "backends" / "sync" / "_speedups.c"]
+SOURCES = [PACKAGE / "_engine" / "_speedups.c", PACKAGE / "sync" / "_speedups.c"]
 CPYTHON_WARNINGS = ["-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers", "-Werror"]
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._helpers import PACKAGE
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
@@ -144,7 +146,7 @@ def test_the_contract_page_is_in_the_project_and_in_the_nav() -> None:
     page = ROOT / "docs" / "contract.md"
     assert page.read_text(encoding="utf-8").startswith("# What you can rely on\n")
     assert "contract.md" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    assert "docs/contract.md" in (ROOT / "backends" / "__init__.py").read_text(encoding="utf-8")
+    assert "docs/contract.md" in (PACKAGE / "__init__.py").read_text(encoding="utf-8")
 
 
 def test_no_file_refers_to_a_contract_file_or_a_path_outside_the_project() -> None:

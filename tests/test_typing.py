@@ -29,11 +29,11 @@ import backends
 from backends import _namespaces
 from backends._engine.namespace import Namespace
 from backends._engine.table import NAMES, VIEWS
+from tests._helpers import PACKAGE  # the imported package: the wheel's where one is installed
 
 ROOT = Path(__file__).resolve().parent.parent
 TYPING = ROOT / "tests" / "typing"
 FILES = [TYPING / "bad.py", TYPING / "good.py"]
-PACKAGE = ROOT / "backends"
 NAMESPACES = [ns for ns in vars(_namespaces).values() if isinstance(ns, type) and issubclass(ns, Namespace)]
 NAMESPACES.remove(Namespace)
 
