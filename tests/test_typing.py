@@ -261,7 +261,9 @@ def test_flag_values_is_a_typed_dict_of_every_flag_imported_on_first_use() -> No
 # -- editors ----------------------------------------------------------------------------------
 def test_jedi_completes_the_flags_statically() -> None:
     jedi = pytest.importorskip("jedi", reason="jedi not installed (pip install --group typing)")
-    project = jedi.Project(str(ROOT), sys_path=[str(ROOT)], smart_sys_path=False, load_unsafe_extensions=False)
+    # the folder holding the imported package: the checkout, or site-packages for an installed wheel
+    site = [str(PACKAGE.parent)]
+    project = jedi.Project(str(ROOT), sys_path=site, smart_sys_path=False, load_unsafe_extensions=False)
 
     def complete(code: str) -> set[str]:
         lines = code.splitlines()
