@@ -34,7 +34,9 @@ from backends._engine import accelerator
 
 package = Path(backends.__file__).resolve()
 site = {Path(sysconfig.get_paths()[key]).resolve() for key in ("purelib", "platlib")}
-dist = metadata.distribution("scoped-backends")
+# the installed distribution, looked for in site-packages only: an unpacked sdist in the current
+# folder holds a scoped_backends.egg-info that would answer first
+dist = next(metadata.distributions(name="scoped-backends", path=[str(folder) for folder in site]))
 wheel = (dist.read_text("WHEEL") or "").splitlines()
 tags = [line.split(":", 1)[1].strip() for line in wheel if line.startswith("Tag:")]
 print(json.dumps({
