@@ -1,4 +1,5 @@
-"""``python -m backends``: the flag table, what this machine has, and a live isolation self-check.
+"""``python -m backends``: which copy and engine run here, the flag table, what this machine has,
+and a live isolation self-check; ``--json`` gives the same as one JSON object, ``--help`` the keys.
 
 The self-check is run for real, not simulated: threads and asyncio tasks sit inside different
 scopes at the same time and check that each reads only its own flags, with a matmul under every
@@ -11,17 +12,19 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import importlib
+import importlib.machinery
 import importlib.util
+import json
 import os
 import platform
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import backends
-from backends._engine import environment
+from backends._engine import accelerator, environment
 from backends._engine.errors import brief
 from backends._engine.scope import flags as flags_of  # backends.flags, for a mapping built at run time
 from backends.availability import cpu
@@ -63,38 +66,115 @@ def _table(rows: Sequence[Sequence[str]]) -> list[str]:
 CUPY_OWN = {cufft.FLAG: "CuPy's own plan cache size in force (not pushed)"}
 
 
-def flag_report() -> list[str]:
+def flag_rows() -> list[dict[str, Any]]:
+    """The ``describe()`` rows as data: ``name``, ``value``, ``source``, the ``variable`` that
+    set an environment default (else ``None``), and a ``note`` for a flag left at its built-in
+    default for a knob CuPy also sets by itself (``CUPY_OWN``; else ``None``)."""
+    return [
+        {
+            "name": row.name,
+            "value": row.value,
+            "source": row.source,
+            "variable": environment.variable(row.name, os.environ) if row.source == "environment" else None,
+            "note": CUPY_OWN.get(row.name) if row.source == "default" else None,
+        }
+        for row in backends.describe()
+    ]
+
+
+def flag_report(rows: list[dict[str, Any]] | None = None) -> list[str]:
     """The ``describe()`` table (name, value, source) as aligned text; an environment
     source names its variable, and a flag left at its built-in default for a knob CuPy also
     sets by itself says that CuPy's own setting is in force (``CUPY_OWN``)."""
-    rows = [("flag", "value", "source")]
-    for row in backends.describe():
-        source = row.source
-        if source == "environment":
-            source += f" ({environment.variable(row.name, os.environ)})"
-        elif source == "default" and row.name in CUPY_OWN:
-            source += f": {CUPY_OWN[row.name]}"
-        rows.append((row.name, repr(row.value), source))
-    return _table(rows)
+    table = [("flag", "value", "source")]
+    for row in flag_rows() if rows is None else rows:
+        source = row["source"] + (f" ({row['variable']})" if row["variable"] else "")
+        table.append((row["name"], repr(row["value"]), source + (f": {row['note']}" if row["note"] else "")))
+    return _table(table)
 
 
-def ignored_report() -> list[str]:
+def ignored_variables() -> list[dict[str, str | None]]:
+    """Each ``BACKENDS_*`` variable that no flag reads: ``name``, ``value`` and ``did_you_mean``
+    (the flag variable its name is a near miss of, else ``None``)."""
+    found = environment.ignored(os.environ)
+    return [{"name": name, "value": os.environ[name], "did_you_mean": near} for name, near in found]
+
+
+def ignored_report(variables: list[dict[str, str | None]] | None = None) -> list[str]:
     """Each ``BACKENDS_*`` variable that no flag reads, with its value cut short, and a
     did-you-mean where its name is a near miss of a flag's variable; ``none`` if there is none."""
     lines = []
-    for name, near in environment.ignored(os.environ):
+    for variable in ignored_variables() if variables is None else variables:
+        name, near = str(variable["name"]), variable["did_you_mean"]
         # A name with a lone surrogate (undecodable bytes) or a control character is shown
         # escaped, as values are: print() would raise on the surrogate.
         shown = name if name.isprintable() and len(name) <= 80 else brief(name)
-        lines.append(f"  {shown}={brief(os.environ[name])}" + (f": did you mean {near}?" if near else ""))
+        lines.append(f"  {shown}={brief(variable['value'])}" + (f": did you mean {near}?" if near else ""))
     return lines or ["  none"]
 
 
+# -- which copy of backends ---------------------------------------------------------------------
+#: The folder of the ``backends`` imported here (``backends.__file__``'s).
+PATH = os.path.dirname(os.path.realpath(backends.__file__))
+
+
+def _copies() -> Iterator[str]:
+    """The folder of each ``backends`` that the import system can find, in the order it looks:
+    every ``sys.path`` entry (``PathFinder``), then the other finders (an editable install's)."""
+    for finder in sys.meta_path:
+        searches: list[list[str] | None] = (
+            [[entry] for entry in sys.path] if finder is importlib.machinery.PathFinder else [None]
+        )
+        for search in searches:
+            try:
+                spec = finder.find_spec("backends", search)
+                locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+            except Exception:  # a finder that fails here is no copy: the report must finish
+                continue
+            if locations:
+                yield os.path.realpath(locations[0])
+
+
+def _has_accelerator(folder: str) -> bool:
+    """Whether the copy in ``folder`` has the compiled accelerator built for this interpreter."""
+    engine = os.path.join(folder, "_engine")
+    return importlib.machinery.PathFinder.find_spec("backends._engine._speedups", [engine]) is not None
+
+
+def shadowed_copy() -> dict[str, Any] | None:
+    """Another copy of ``backends`` that this interpreter can find but does not import because
+    this one comes first (typically: a source tree in the current directory over the installed
+    copy): its ``path`` and whether it has the ``accelerated`` engine; ``None`` if there is none."""
+    other = next((folder for folder in _copies() if folder != PATH), None)
+    return None if other is None else {"path": other, "accelerated": _has_accelerator(other)}
+
+
+def copy_report(shadowed: dict[str, Any] | None) -> list[str]:
+    """Where this copy is; if it shadows another, which, and how to run that one."""
+    import textwrap
+
+    if shadowed is None:
+        return [f"imported from {PATH}"]
+    has = "has the compiled accelerator" if shadowed["accelerated"] else "has no compiled accelerator either"
+    if os.path.dirname(PATH) != os.path.realpath(os.getcwd()):
+        note = f"It comes first on sys.path and shadows the copy at {shadowed['path']}, which {has}."
+    else:
+        # `python -m` puts the current directory first on sys.path; -P (3.11+) leaves it out, and
+        # -I does too but also ignores PYTHON* variables and the user site-packages.
+        run = "python -P -m backends" if sys.version_info >= (3, 11) else "python -I -m backends"
+        note = (
+            f"This copy, in the current directory, shadows the one installed at {shadowed['path']}, which "
+            f"{has}: `python -m` looks in the current directory first. To run the installed one, cd to "
+            f"another directory or run {run}."
+        )
+    return [f"imported from {PATH}", *textwrap.wrap(note, 96, initial_indent="  ", subsequent_indent="  ")]
+
+
 # -- availability -------------------------------------------------------------------------------
-def _safe(query: Callable[[], object]) -> str:
-    """``repr`` of a query's answer; an exception is shown, not raised (the report must finish)."""
+def _safe(query: Callable[[], object]) -> object:
+    """A query's answer; an exception is described, not raised (the report must finish)."""
     try:
-        return repr(query())
+        return query()
     except Exception as error:
         return f"raised {type(error).__name__}: {error}"
 
@@ -133,9 +213,11 @@ def _cupy_details(cupy: Any) -> list[tuple[str, str]]:
     return details
 
 
-def availability_report() -> list[str]:
-    """Versions and ``is_available()`` answers for every backend. Never raises."""
-    rows: list[tuple[str, str]] = [
+def availability() -> list[tuple[str, object]]:
+    """``(label, value)``: versions and descriptions as text, the ``is_available()``-style
+    answers as their values (``bool``, ``int``, ``None``), for every backend. Never raises;
+    a label indented by two spaces details the row above it."""
+    rows: list[tuple[str, object]] = [
         ("Python", f"{platform.python_version()} ({platform.python_implementation()}, {sys.platform})"),
         ("backends", backends.__version__),
     ]
@@ -176,7 +258,13 @@ def availability_report() -> list[str]:
         ("mps.is_available()", backends.mps.is_available),
     ):
         rows.append((label, _safe(query)))
-    return _table(rows)
+    return rows
+
+
+def availability_report(rows: list[tuple[str, object]] | None = None) -> list[str]:
+    """``availability()`` as aligned text (answers as their ``repr``)."""
+    rows = availability() if rows is None else rows
+    return _table([(label, value if isinstance(value, str) else repr(value)) for label, value in rows])
 
 
 # -- the self-check -------------------------------------------------------------------------------
@@ -375,30 +463,79 @@ def self_check(use_numpy: bool | None = None) -> list[Check]:
     ]
 
 
+EPILOG = """\
+exit status: 0 if every self-check passed, 1 if one failed, 2 for a bad option.
+
+--json prints one JSON object with these keys:
+  version              backends.__version__
+  engine               {"accelerated": the compiled accelerator is in use,
+                        "reason": why the pure-Python engine is in use (null when accelerated),
+                        "description": the engine line of the text report}
+  path                 the folder of the backends imported (backends.__file__'s)
+  shadowed_copy        another copy this one hides on the import path, {"path", "accelerated"};
+                       null if there is none
+  flags                one {"name", "value", "source", "variable", "note"} per flag, as
+                       backends.describe(): source is "default", "environment", "process default"
+                       or "scope"; variable, the one that set an environment default (else null)
+  ignored_variables    one {"name", "value", "did_you_mean"} per BACKENDS_* variable no flag reads
+  availability         one {"name", "value"} per line of the availability section: versions as
+                       text, is_available()-style answers as true/false/null/numbers
+  self_check           one {"name", "passed", "detail"} per check
+  passed               every self-check passed (the exit status is 0)
+"""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Print the report and run the self-check; 0 if every check passed, else 1."""
+    """Print the report (``--json``: as one JSON object) and run the self-check; 0 if every
+    check passed, else 1 (argparse exits 2 for a bad option)."""
     import argparse
 
-    argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(
         prog="python -m backends",
-        description="Print every flag with its value and source, what this machine has (CuPy, CUDA, "
-        "cuDNN, NumPy's BLAS and OpenMP), and run a self-check of isolation across threads and "
-        "asyncio tasks. Exits 1 if the self-check fails.",
-    ).parse_args(argv)
-    from backends._engine import accelerator
+        description="Report which copy of backends is imported and which engine it runs (the compiled\n"
+        "accelerator or pure Python, and why), every flag with its value and source, the BACKENDS_*\n"
+        "variables no flag reads, what this machine has (CuPy, CUDA, cuDNN, NumPy's BLAS and OpenMP);\n"
+        "then run a self-check of isolation across threads and asyncio tasks, for real.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as one JSON object (keys below)")
+    options = parser.parse_args(argv)
+
+    shadowed, flags, ignored, available = shadowed_copy(), flag_rows(), ignored_variables(), availability()
+    if options.json:
+        checks = self_check()
+        passed = all(ok for _, ok, _ in checks)
+        print(json.dumps({
+            "version": backends.__version__,
+            "engine": {
+                "accelerated": accelerator.ACCELERATED,
+                "reason": accelerator.reason or None,
+                "description": accelerator.describe(),
+            },
+            "path": PATH,
+            "shadowed_copy": shadowed,
+            "flags": flags,
+            "ignored_variables": ignored,
+            "availability": [{"name": label.strip(), "value": value} for label, value in available],
+            "self_check": [{"name": name, "passed": ok, "detail": detail} for name, ok, detail in checks],
+            "passed": passed,
+        }, indent=2))
+        return 0 if passed else 1
 
     print(f"backends {backends.__version__}, engine: {accelerator.describe()}")
+    print("\n".join(copy_report(shadowed)))
     print("\nFlags in this context (backends.describe())")
-    print("\n".join(flag_report()))
+    print("\n".join(flag_report(flags)))
     print("\nIgnored BACKENDS_* variables (no flag reads them)")
-    print("\n".join(ignored_report()))
+    print("\n".join(ignored_report(ignored)))
     print("\nAvailability")
-    print("\n".join(availability_report()))
+    print("\n".join(availability_report(available)))
     print(f"\nSelf-check: isolation across {THREADS} threads and {TASKS} asyncio tasks, run for real")
-    checks = self_check()
-    for name, passed, detail in checks:
-        print(f"  {'PASS' if passed else 'FAIL'}  {name}\n        {detail}")
-    failed = sum(not passed for _, passed, _ in checks)
+    checks = self_check()  # after the report is out: it takes a moment
+    for name, ok, detail in checks:
+        print(f"  {'PASS' if ok else 'FAIL'}  {name}\n        {detail}")
+    failed = sum(not ok for _, ok, _ in checks)
     print(f"\n{'FAILED: ' + str(failed) + ' of ' if failed else 'all '}{len(checks)} checks "
           f"{'failed' if failed else 'passed'}")
     return 1 if failed else 0

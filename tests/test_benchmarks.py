@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # each test runs a benchmark script
 
 ROWS = (
     "bare ContextVar.get()",

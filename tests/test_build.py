@@ -45,6 +45,7 @@ except ImportError:  # PackageNotFoundError is an ImportError
     pytest.skip("needs setuptools 77 or newer (pip install --group release)", allow_module_level=True)
 
 posix_compiler = pytest.mark.skipif(sys.platform == "win32", reason="CC and CFLAGS are the Unix compilers' variables")
+pytestmark = pytest.mark.slow  # each test builds the project
 
 
 #: what a copy of the project leaves out, besides caches (.pytest_cache, ...), compiled modules,

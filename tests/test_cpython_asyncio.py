@@ -60,7 +60,7 @@ def _test_asyncio_missing() -> str | None:
 
 
 MISSING = _test_asyncio_missing()
-pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(MISSING is not None, reason=MISSING or "")]
 MODULES = [name for name, since in SELECTION if sys.version_info >= since]
 
 

@@ -62,7 +62,9 @@ def test_pytest_files_in_the_docs_pass_under_pytest(page: Path, block: str, pyte
     name = TEST_FILE.match(block)[1]  # type: ignore[index]
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     pytester.path.joinpath(name).write_text(block, encoding="utf-8")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error", name)
+    # Without Hypothesis's plugin, which imports all of Hypothesis at the end of every run
+    # (about half of such a run's time); these files do not use it.
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-W", "error", name)
     outcomes = result.parseoutcomes()
     assert result.ret == 0, result.stdout.str()
     assert outcomes.get("passed", 0) >= 1

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,18 +16,34 @@ import pytest
 
 import backends
 from backends import __main__ as cli
+from backends._engine import accelerator
 from backends._engine import scope as scope_module
+from tests._helpers import PACKAGE
 
 ROOT = Path(__file__).resolve().parent.parent
 HAS_CUPY = importlib.util.find_spec("cupy") is not None
+#: The advice the report gives for running the installed copy from a directory that shadows it.
+ISOLATED = "-P" if sys.version_info >= (3, 11) else "-I"
 
 
-def run_python(*args: str, pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run this interpreter in the repository root with no ``BACKENDS_*``/``CUPY_TF32`` variables."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BACKENDS_") and k != "CUPY_TF32"}
+def run_python(*args: str, pythonpath: Path | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """Run this interpreter in ``cwd`` (the repository root) on this suite's engine
+    (``BACKENDS_PURE_PYTHON`` is kept) with no other ``BACKENDS_*`` variable and no ``CUPY_TF32``."""
+    env = {
+        k: v for k, v in os.environ.items()
+        if k == accelerator.VARIABLE or not (k.startswith("BACKENDS_") or k == "CUPY_TF32")
+    }  # fmt: skip
     if pythonpath is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pythonpath), env.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def report(*args: str, cwd: Path = ROOT) -> dict[str, object]:
+    """``python -m backends --json``'s object; the command must pass and print nothing else."""
+    result = run_python(*args, "-m", "backends", "--json", cwd=cwd)
+    assert result.returncode == 0 and result.stderr == "", result.stdout + result.stderr
+    parsed: dict[str, object] = json.loads(result.stdout)
+    return parsed
 
 
 def line(output: str, label: str) -> str:
@@ -34,8 +53,20 @@ def line(output: str, label: str) -> str:
     return found.group(1)
 
 
-def test_cli_prints_every_flag_and_passes_its_self_check() -> None:
-    result = run_python("-m", "backends")
+@pytest.fixture(scope="module")
+def plain() -> subprocess.CompletedProcess[str]:
+    """``python -m backends`` here, with no variable of ours: one run for the tests that read it."""
+    return run_python("-m", "backends")
+
+
+@pytest.fixture(scope="module")
+def plain_json() -> dict[str, object]:
+    """``python -m backends --json`` here, with no variable of ours."""
+    return report()
+
+
+def test_cli_prints_every_flag_and_passes_its_self_check(plain: subprocess.CompletedProcess[str]) -> None:
+    result = plain
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stderr == ""
     out = result.stdout
@@ -52,8 +83,8 @@ def test_cli_prints_every_flag_and_passes_its_self_check() -> None:
 
 
 @pytest.mark.skipif(HAS_CUPY, reason="checks the report of a machine without CuPy")
-def test_cli_availability_without_cuda() -> None:
-    out = run_python("-m", "backends").stdout
+def test_cli_availability_without_cuda(plain: subprocess.CompletedProcess[str]) -> None:
+    out = plain.stdout
     assert line(out, "CuPy") == "not installed"
     assert line(out, "cuda.is_built()") == "False"
     assert line(out, "cuda.is_available()") == "False"
@@ -73,15 +104,20 @@ def test_cli_report_survives_a_broken_cupy(tmp_path: Path) -> None:
     assert line(result.stdout, "cudnn.version()") == "None"
 
 
-def test_cli_exits_non_zero_when_the_self_check_fails() -> None:
-    # A scope whose entry publishes nothing: every check that reads flags inside a scope must fail.
+def run_with_scopes_that_set_nothing(*args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI with ``args`` where a scope's entry publishes nothing: every check that reads flags
+    inside a scope must fail."""
     code = (
         "import sys, backends._engine.scope as s\n"
         "s.Scope.__enter__ = lambda self: self\n"
         "from backends.__main__ import main\n"
-        "sys.exit(main())\n"
+        f"sys.exit(main({list(args)!r}))\n"
     )
-    result = run_python("-c", code)
+    return run_python("-c", code)
+
+
+def test_cli_exits_non_zero_when_the_self_check_fails() -> None:
+    result = run_with_scopes_that_set_nothing()
     assert result.returncode == 1, result.stdout + result.stderr
     assert re.search(r"^\s+FAIL\s+8 threads", result.stdout, re.MULTILINE)
     assert "FAILED: " in result.stdout
@@ -172,3 +208,110 @@ def test_a_reader_that_stops_early_gets_no_traceback() -> None:
     child.wait(timeout=120)
     assert first.startswith("backends ")
     assert "Traceback" not in errors and "BrokenPipeError" not in errors
+
+
+def test_help_describes_the_report_its_options_and_every_json_key(plain_json: dict[str, object]) -> None:
+    result = run_python("-m", "backends", "--help")
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    out = result.stdout
+    assert out.startswith("usage: python -m backends [-h] [--json]\n")
+    assert "--json" in out and "self-check of isolation" in out and "exit status: 0 if every self-check passed" in out
+    documented = set(re.findall(r"^  (\w+) {2,}", out.split("--json prints one JSON object")[1], re.MULTILINE))
+    assert documented == set(plain_json), "the --help epilog and the JSON object disagree on the keys"
+
+
+@pytest.mark.parametrize("args", [["--bogus"], ["--json", "extra"], ["-x"]])
+def test_an_unknown_option_prints_the_usage_and_exits_2(args: list[str]) -> None:
+    result = run_python("-m", "backends", *args)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("usage: python -m backends [-h] [--json]\n")
+    assert "python -m backends: error: unrecognized arguments: " in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_json_report_has_the_copy_the_engine_every_flag_and_the_checks(plain_json: dict[str, object]) -> None:
+    data = plain_json
+    assert data["version"] == backends.__version__
+    assert data["engine"] == {
+        "accelerated": accelerator.ACCELERATED,
+        "reason": accelerator.reason or None,
+        "description": accelerator.describe(),
+    }
+    assert data["path"] == str(PACKAGE)
+    assert data["shadowed_copy"] is None
+    assert data["flags"] == [
+        {"name": flag.name, "value": flag.default, "source": "default", "variable": None,
+         "note": cli.CUPY_OWN.get(flag.name)}
+        for flag in backends.FLAGS
+    ]  # fmt: skip
+    assert data["ignored_variables"] == []
+    available = {row["name"]: row["value"] for row in data["availability"]}  # type: ignore[attr-defined]
+    assert available["backends"] == backends.__version__
+    assert available["cuda.is_built()"] is HAS_CUPY
+    assert available["mps.is_available()"] is False
+    checks = data["self_check"]
+    assert [check["passed"] for check in checks] == [True] * 4, checks  # type: ignore[attr-defined]
+    assert data["passed"] is True
+
+
+def test_json_report_names_the_variable_of_an_environment_default_and_an_ignored_one() -> None:
+    env = {**os.environ, "BACKENDS_CUDNN_BENCHMARK": "on", "BACKENDS_CUDNN_DETERMINSTIC": "1"}
+    result = subprocess.run([sys.executable, "-m", "backends", "--json"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    rows = {row["name"]: row for row in data["flags"]}
+    assert rows["cudnn.benchmark"] == {"name": "cudnn.benchmark", "value": True, "source": "environment",
+                                       "variable": "BACKENDS_CUDNN_BENCHMARK", "note": None}  # fmt: skip
+    assert data["ignored_variables"] == [
+        {"name": "BACKENDS_CUDNN_DETERMINSTIC", "value": "1", "did_you_mean": "BACKENDS_CUDNN_DETERMINISTIC"}
+    ]
+
+
+def test_json_report_of_a_failing_self_check_exits_1() -> None:
+    result = run_with_scopes_that_set_nothing("--json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    assert data["passed"] is False
+    assert [check["passed"] for check in data["self_check"]] == [False, False, True, False]
+
+
+def test_the_report_says_which_copy_it_imported(plain: subprocess.CompletedProcess[str]) -> None:
+    out = plain.stdout
+    assert out.splitlines()[1] == f"imported from {PACKAGE}"
+    assert "shadows" not in out
+
+
+def _source_tree_copy(into: Path) -> Path:
+    """A copy of the imported package's Python source in ``into``, as a checkout holds it
+    before any build: no compiled module, no build note."""
+    left_out = ("__pycache__", "_build_note.txt", *(f"*{suffix}" for suffix in importlib.machinery.EXTENSION_SUFFIXES))
+    shutil.copytree(PACKAGE, into / "backends", ignore=shutil.ignore_patterns(*left_out))
+    return into / "backends"
+
+
+def test_a_source_tree_in_the_current_directory_that_shadows_the_install_is_named_with_the_way_out(
+    tmp_path: Path,
+) -> None:
+    # `pip install .`, then `python -m backends` in the checkout: the checkout's backends/ is
+    # imported (pure: never built), not the installed one.
+    copy = _source_tree_copy(tmp_path)
+    installed_has_accelerator = any(
+        (PACKAGE / "_engine" / f"_speedups{suffix}").exists() for suffix in importlib.machinery.EXTENSION_SUFFIXES
+    )
+    data = report(cwd=tmp_path)
+    assert data["path"] == str(copy)
+    assert data["engine"]["accelerated"] is False  # type: ignore[index]
+    pure_wanted = os.environ.get(accelerator.VARIABLE, "").strip().lower() in {"1", "true", "yes", "on"}
+    expected = f"{accelerator.VARIABLE} is set" if pure_wanted else "the compiled accelerator is not installed"
+    assert data["engine"]["reason"] == expected  # type: ignore[index]
+    assert data["shadowed_copy"] == {"path": str(PACKAGE), "accelerated": installed_has_accelerator}
+
+    out = run_python("-m", "backends", cwd=tmp_path).stdout
+    note = " ".join(line.strip() for line in out.splitlines()[2:6])
+    assert f"This copy, in the current directory, shadows the one installed at {PACKAGE}" in note
+    assert f"cd to another directory or run python {ISOLATED} -m backends." in note
+
+    # The advice works: the installed copy runs from the same directory.
+    assert report(ISOLATED, cwd=tmp_path)["path"] == str(PACKAGE)

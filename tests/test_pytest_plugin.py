@@ -657,6 +657,7 @@ async def test_z_defaults_after():
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mode", "suite", "passed"),
     [
@@ -672,6 +673,7 @@ def test_pytest_asyncio(pytester: pytest.Pytester, mode: str, suite: str, passed
     result.assert_outcomes(passed=passed)
 
 
+@pytest.mark.slow
 def test_anyio_plugin(pytester: pytest.Pytester) -> None:
     pytest.importorskip("anyio")
     pytest.importorskip("trio")
@@ -717,6 +719,7 @@ def test_anyio_plugin(pytester: pytest.Pytester) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_xdist_workers_start_from_the_same_defaults(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     _ini(pytester)

@@ -34,6 +34,8 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
+import pytest
+
 import backends
 from backends._engine import state as engine
 
@@ -638,6 +640,7 @@ def fill_asyncio_high_water_marks(tasks: int) -> None:
     asyncio.run(main())
 
 
+@pytest.mark.slow
 def test_threads_and_tasks_see_exactly_their_own_flags_and_nothing_leaks() -> None:
     build_pool()
     tracemalloc.start()

@@ -86,6 +86,7 @@ def test_the_correct_file_runs() -> None:
 
 
 # -- mypy -------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_mypy_strict_reports_exactly_the_expected_errors(tmp_path: Path) -> None:
     pytest.importorskip("mypy", reason="mypy not installed (pip install --group typing)")
     result = _run(
@@ -113,6 +114,7 @@ def pyright() -> None:
         pytest.skip(f"pyright cannot run here: {(version.stdout + version.stderr).strip()[-500:]}")
 
 
+@pytest.mark.slow
 def test_pyright_strict_reports_exactly_the_expected_errors(pyright: None) -> None:
     result = _pyright("--outputjson", "--pythonpath", sys.executable, "-p", str(TYPING))
     try:
@@ -217,6 +219,7 @@ def test_every_stubtest_allowlist_entry_has_a_reason_and_only_the_known_ones_are
     assert conditional == set(CONDITIONAL), "a conditional entry needs its condition in CONDITIONAL, to be checked"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["compiled", "pure"])
 def test_stubtest_finds_the_stubs_true_to_the_runtime_but_for_the_allowlist(engine: str, tmp_path: Path) -> None:
     """``python -m mypy.stubtest`` as CI runs it, with the allowlist, on one engine: no error, and no
