@@ -6,21 +6,21 @@ reports a misspelt name or a value of the wrong type in a dict literal, or in a 
 ``backends.FlagValues``. Imported on first use of ``backends.FlagValues``, not by ``import backends``.
 """
 
-from typing import Literal, TypedDict
+from typing import Literal, SupportsIndex, TypedDict
 
 FlagValues = TypedDict(
     "FlagValues",
     {
         "cudnn.enabled": bool,
         "cudnn.benchmark": bool,
-        "cudnn.benchmark_limit": int,
+        "cudnn.benchmark_limit": SupportsIndex,
         "cudnn.deterministic": bool,
         "cudnn.allow_tf32": bool,
         "cuda.matmul.allow_tf32": bool,
         "cuda.matmul.allow_fp16_reduced_precision_reduction": bool,
         "cuda.matmul.allow_bf16_reduced_precision_reduction": bool,
         "cuda.preferred_linalg_library": Literal["default", "cusolver", "magma"],
-        "cuda.cufft_plan_cache.max_size": int,
+        "cuda.cufft_plan_cache.max_size": SupportsIndex,
         "algorithms.deterministic": bool,
         "algorithms.warn_only": bool,
     },

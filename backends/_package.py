@@ -13,6 +13,8 @@ from types import ModuleType as _ModuleType
 
 # `X as X`: re-exported (the package, and its stub __init__.pyi, import them from here).
 from ._engine.errors import UnknownFlagError as UnknownFlagError
+from ._engine.namespace import GuardedModule as _GuardedModule
+from ._engine.namespace import not_a_flag as _not_a_flag
 from ._engine.scope import Bound as Bound
 from ._engine.scope import Scope as Scope
 from ._engine.scope import Snapshot as Snapshot
@@ -29,13 +31,13 @@ from ._engine.state import set_defaults as set_defaults
 from ._engine.state import set_frozen as _set_frozen
 from ._engine.table import FLAGS as FLAGS
 from ._engine.table import Flag as Flag  # public, but not in ALL (below)
-from ._namespaces import algorithms as algorithms
-from ._namespaces import cuda as cuda
-from ._namespaces import cudnn as cudnn
-from ._namespaces import mkl as mkl
-from ._namespaces import mkldnn as mkldnn
-from ._namespaces import mps as mps
-from ._namespaces import openmp as openmp
+from ._public_namespaces import algorithms as algorithms
+from ._public_namespaces import cuda as cuda
+from ._public_namespaces import cudnn as cudnn
+from ._public_namespaces import mkl as mkl
+from ._public_namespaces import mkldnn as mkldnn
+from ._public_namespaces import mps as mps
+from ._public_namespaces import openmp as openmp
 from .sync import install_hooks as _install_hooks
 from .sync import sync as sync  # public, but not in ALL (below)
 
@@ -205,25 +207,34 @@ def _unknown(name: str, assigning: bool = False) -> UnknownFlagError:
         hint = did_you_mean(name, package_dir())
         if assigning:
             hint += " (flags are assigned on their namespace, e.g. backends.cudnn.benchmark = True)"
-    return UnknownFlagError(f"module 'backends' has no attribute {name!r}{' to assign' if assigning else ''}{hint}")
+    return UnknownFlagError(
+        f"module 'backends' has no attribute {name!r}{' to assign' if assigning else ''}{hint}",
+        obj=_sys.modules[_PACKAGE],
+    )
 
 
-class _Package(_ModuleType):
-    """``backends`` itself: assigning a name it does not have (``backends.cudnn_benchmark =
-    True``) raises ``AttributeError`` instead of silently creating it."""
-
-    def __reduce__(self) -> tuple[object, ...]:
-        # Pickle by reference, as a plain module would be (cloudpickle, Dask).
-        import importlib
-
-        return (importlib.import_module, (self.__name__,))
+class _Package(_GuardedModule):
+    """``backends`` itself: assigning or deleting a public name raises ``AttributeError`` (a name
+    it does not have, ``backends.cudnn_benchmark = True``, gets the closest one) and changes
+    nothing. Private names stay assignable, and the import system still binds the submodules it
+    imports (``import backends.sync``)."""
 
     def __setattr__(self, name: str, value: object) -> None:
-        name = str.__str__(name)
-        if name.startswith("_") or name in self.__dict__ or isinstance(value, _ModuleType):
-            super().__setattr__(name, value)  # private names, monkeypatching, submodule imports
+        name = str.__str__(name)  # a plain str: a subclass's own methods never run
+        # A private name; or the import system binding the submodule it imported (`import backends.sync`).
+        if name.startswith("_") or (isinstance(value, _ModuleType) and _sys.modules.get(f"{_PACKAGE}.{name}") is value):
+            super().__setattr__(name, value)
             return
-        raise _unknown(name, assigning=True)
+        raise self._refused(name, "assigned")
+
+    def _refused(self, name: str, done: str) -> AttributeError:
+        if name in _LAZY:  # said the same before and after its first use (which imports it)
+            module, attribute = _LAZY[name]
+            what = f"{module}.{attribute}" if attribute else f"the module {module}"
+            return _not_a_flag(self, name, None, done, what=what)
+        if name in vars(self):
+            return _not_a_flag(self, name, vars(self)[name], done)
+        return _unknown(name, assigning=done == "assigned")
 
 
 # Defined here, public as the package's: named as before (repr, pickling by reference, help()).

@@ -2,13 +2,13 @@
 """The namespaces as type checkers see them: plain classes, one annotated attribute per flag.
 
 Written from the flag table by scripts/typing_stubs.py. At run time the namespaces are module
-objects of the classes in backends/_namespaces.py; this module exists only for type checkers.
+objects of the classes in backends/_public_namespaces.py; this module exists only for type checkers.
 """
 
-from typing import Literal, Protocol, type_check_only
+from typing import Literal, Protocol, SupportsIndex, type_check_only
 
 from backends._engine.scope import Scope
-from backends._namespaces import PlanCacheView
+from backends._public_namespaces import PlanCacheView
 
 PreferredLinalgLibrary = Literal["default", "cusolver", "magma"]
 Fp32Precision = Literal["tf32", "ieee"]
@@ -36,8 +36,12 @@ class Cudnn:
     """Whether cuDNN is used at all. Takes a bool (True or False); default ``True``."""
     benchmark: bool
     """Autotune the cuDNN engine choice for each new shape. Takes a bool (True or False); default ``False``."""
-    benchmark_limit: int
-    """How many engine configs autotuning tries (0 = all). Takes an int >= 0; default ``10``."""
+    @property
+    def benchmark_limit(self) -> int:
+        """How many engine configs autotuning tries (0 = all). Takes an int >= 0; default ``10``."""
+        ...
+    @benchmark_limit.setter
+    def benchmark_limit(self, value: SupportsIndex) -> None: ...
     deterministic: bool
     """Use only deterministic cuDNN engines. Takes a bool (True or False); default ``False``."""
     allow_tf32: bool
@@ -51,7 +55,7 @@ class Cudnn:
         *,
         enabled: bool | None = None,
         benchmark: bool | None = None,
-        benchmark_limit: int | None = None,
+        benchmark_limit: SupportsIndex | None = None,
         deterministic: bool | None = None,
         allow_tf32: bool | None = None,
     ) -> Scope:
@@ -111,11 +115,15 @@ class PlanCache:
     (read-only), ``clear()`` and ``[device]`` (``IndexError`` for a device that does not
     exist) raise ``RuntimeError`` without CUDA."""
     __name__: str
-    max_size: int
-    """Capacity of CuPy's per-thread, per-device cuFFT plan cache (plans; 0: no caching, -1: unlimited). Takes an int >=
-    -1; default ``16``."""
+    @property
+    def max_size(self) -> int:
+        """Capacity of CuPy's per-thread, per-device cuFFT plan cache (plans; 0: no caching, -1: unlimited). Takes an
+        int >= -1; default ``16``."""
+        ...
+    @max_size.setter
+    def max_size(self, value: SupportsIndex) -> None: ...
     @staticmethod
-    def flags(*, max_size: int | None = None) -> Scope:
+    def flags(*, max_size: SupportsIndex | None = None) -> Scope:
         """A scope overriding only the given ``backends.cuda.cufft_plan_cache`` flags; ``None`` means not given (torch's
         ``flags()`` resets every flag it is not given; this does not).
 

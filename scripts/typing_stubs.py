@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import backends  # noqa: E402  (the runtime: its names, the table and the namespace classes)
-from backends import _namespaces, _package  # noqa: E402
+from backends import _package, _public_namespaces  # noqa: E402
 from backends._engine.namespace import Namespace  # noqa: E402
 from backends._engine.table import FLAGS, VIEWS, Flag  # noqa: E402
 
@@ -59,7 +59,7 @@ LINE = 120  # ruff's line-length
 # Names an annotation read from the runtime may use, and the import each needs in a stub.
 KNOWN_NAMES = {
     "Scope": "from backends._engine.scope import Scope",
-    "PlanCacheView": "from backends._namespaces import PlanCacheView",
+    "PlanCacheView": "from backends._public_namespaces import PlanCacheView",
 }
 BUILTIN_NAMES = {"bool", "int", "str", "float", "None", "list", "dict", "tuple", "object", "type"}
 
@@ -97,6 +97,12 @@ def flag_type(flag: Flag) -> str:
     return flag.type.__name__
 
 
+def taken_type(flag: Flag) -> str:
+    """What the flag takes, where that is wider than what it reads as: an int flag takes any exact
+    integer (``SupportsIndex``: a NumPy integer, anything with ``__index__``) and reads as an ``int``."""
+    return "SupportsIndex" if flag.type is int else flag_type(flag)
+
+
 def flag_doc(flag: Flag) -> str:
     """The flag's docstring: what it does, what it takes, its default."""
     return f"{flag.doc} Takes {flag.allowed}; default ``{flag.default!r}``."
@@ -132,7 +138,7 @@ def signature(head: str, params: list[str], tail: str, indent: str) -> list[str]
 # -- the runtime namespaces -------------------------------------------------------------------
 NAMESPACES: list[type[Namespace]] = [
     value
-    for value in vars(_namespaces).values()
+    for value in vars(_public_namespaces).values()
     if isinstance(value, type) and issubclass(value, Namespace) and value is not Namespace
 ]
 BY_PREFIX = {cls.prefix: cls for cls in NAMESPACES}
@@ -214,7 +220,7 @@ def extras(cls: type[Namespace]) -> list[Member]:
     for name, value in vars(cls).items():
         if name in skip or (name.startswith("_") and not (name.startswith("__") and inspect.isfunction(value))):
             continue
-        if name in ("__init__", "__init_subclass__", "__module__", "__qualname__", "__doc__"):
+        if name in ("__init__", "__init_subclass__", "__module__", "__qualname__", "__doc__", "__dir__"):
             continue
         if isinstance(value, staticmethod):
             params, returns, used = runtime_signature(value.__func__, drop_self=False)
@@ -237,7 +243,7 @@ def accessor_name(flag: Flag) -> str:
 
 
 def flags_params(cls: type[Namespace]) -> list[str]:
-    return ["*", *(f"{attribute}: {flag_type(flag)} | None = None" for attribute, flag in cls.members.items())]
+    return ["*", *(f"{attribute}: {taken_type(flag)} | None = None" for attribute, flag in cls.members.items())]
 
 
 def class_body(cls: type[Namespace], names: set[str]) -> list[str]:
@@ -246,8 +252,18 @@ def class_body(cls: type[Namespace], names: set[str]) -> list[str]:
     lines = [*docstring(cls.__doc__, i), f"{i}__name__: str"]
     for flag in cls.members.values():
         kind = flag_type(flag)
-        if flag.spelling == "attribute":
+        if flag.spelling == "attribute" and taken_type(flag) == kind:
             lines += [f"{i}{flag.attribute}: {kind}", *docstring(flag_doc(flag), i)]
+        elif flag.spelling == "attribute":  # it takes more than it reads as: a setter of its own
+            names.add(taken_type(flag))
+            lines += [
+                f"{i}@property",
+                f"{i}def {flag.attribute}(self) -> {kind}:",
+                *docstring(flag_doc(flag), i * 2),
+                f"{i}    ...",
+                f"{i}@{flag.attribute}.setter",
+                f"{i}def {flag.attribute}(self, value: {taken_type(flag)}) -> None: ...",
+            ]
         else:  # torch's function spelling: call it to read or assign, or assign to the attribute
             lines += [
                 f"{i}@property",
@@ -267,6 +283,7 @@ def class_body(cls: type[Namespace], names: set[str]) -> list[str]:
         lines += [f"{i}@property", f"{i}def {attribute}(self) -> {child.__name__}:",
                   *docstring(child.__doc__, i * 2), f"{i}    ..."]
     if cls.members:
+        names |= {taken_type(flag) for flag in cls.members.values()} & {"SupportsIndex"}
         lines += [f"{i}@staticmethod", *signature("def flags", flags_params(cls), " -> Scope:", i),
                   *docstring(cls.flags.__doc__, i * 2), f"{i}    ..."]
         names.add("Scope")
@@ -305,6 +322,7 @@ def mirror_body(cls: type[Namespace], names: set[str], aliases: set[str]) -> lis
                   f"{attribute} = ...  # declared twice: see backends/__init__.pyi"]
         names.add("_types")
     if cls.members:
+        names |= {taken_type(flag) for flag in cls.members.values()} & {"SupportsIndex"}
         lines += [*signature("def flags", flags_params(cls), " -> Scope:", ""),
                   *docstring(cls.flags.__doc__, "    "), "    ..."]
         names.add("Scope")
@@ -372,7 +390,7 @@ def stub_imports(names: set[str], aliases: set[str] | None = None) -> list[str]:
             wanted.append(KNOWN_NAMES[name])
         elif name == "_types":
             wanted.append("from backends import _types")
-        elif name in ("Final", "Literal", "Protocol", "type_check_only"):
+        elif name in ("Final", "Literal", "Protocol", "SupportsIndex", "type_check_only"):
             wanted.append(f"from typing import {name}")
         else:
             raise SystemExit(f"an annotation uses {name!r}: add its import to KNOWN_NAMES")
@@ -383,7 +401,7 @@ def stub_imports(names: set[str], aliases: set[str] | None = None) -> list[str]:
 
 def types_stub() -> str:
     # @type_check_only: these classes exist only for the checkers (stubtest then takes a namespace
-    # typed as one of them for the object it is at run time, an instance of backends/_namespaces.py's).
+    # typed as one of them for the object it is at run time, an instance of backends/_public_namespaces.py's).
     names: set[str] = {"Literal", "type_check_only"}
     classes: list[str] = []
     for cls in NAMESPACES:
@@ -401,7 +419,7 @@ def types_stub() -> str:
         '"""The namespaces as type checkers see them: plain classes, one annotated attribute per flag.',
         "",
         "Written from the flag table by scripts/typing_stubs.py. At run time the namespaces are module",
-        "objects of the classes in backends/_namespaces.py; this module exists only for type checkers.",
+        "objects of the classes in backends/_public_namespaces.py; this module exists only for type checkers.",
         '"""',
         "",
         *stub_imports(names),
@@ -440,7 +458,7 @@ def mirror_stub(cls: type[Namespace]) -> str:
 def flagvalues_module() -> str:
     fields = []
     for flag in FLAGS:
-        kind = literal(flag.choices) if flag.choices else flag.type.__name__
+        kind = literal(flag.choices) if flag.choices else taken_type(flag)
         fields.append(f"        {_quoted(flag.name)}: {kind},")
     lines = [
         HEADER,
@@ -451,7 +469,7 @@ def flagvalues_module() -> str:
         "``backends.FlagValues``. Imported on first use of ``backends.FlagValues``, not by ``import backends``.",
         '"""',
         "",
-        "from typing import Literal, TypedDict",
+        "from typing import Literal, SupportsIndex, TypedDict",
         "",
         "FlagValues = TypedDict(",
         '    "FlagValues",',

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import numpy as np
 import pytest
 
 import backends
@@ -84,6 +85,20 @@ def _full_plus(name: str, value: object) -> Callable[[], object]:
     return action
 
 
+class RaisingIndex:
+    """Looks like an exact integer (it has ``__index__``), but converting it raises."""
+
+    def __index__(self) -> int:
+        raise RuntimeError("no integer here")
+
+
+class StrIndex:
+    """An ``__index__`` that returns a str: Python refuses it."""
+
+    def __index__(self) -> object:
+        return "3"
+
+
 def _decorate(scope_factory: Callable[[], object], target: object) -> Callable[[], object]:
     return lambda: scope_factory()(target)  # type: ignore[operator]
 
@@ -133,6 +148,36 @@ CASES = [
         id="int-flag='10'",
     ),
     pytest.param(
+        lambda: setattr(cudnn, "benchmark_limit", np.float64(2.0)),
+        TypeError,
+        ("cudnn.benchmark_limit", "2.0", "float64", INT),
+        id="int-flag=numpy.float64",
+    ),
+    pytest.param(
+        lambda: setattr(cudnn, "benchmark_limit", np.bool_(True)),
+        TypeError,
+        ("cudnn.benchmark_limit", "True", "bool", INT),
+        id="int-flag=numpy.bool_",
+    ),
+    pytest.param(
+        lambda: setattr(cudnn, "benchmark_limit", RaisingIndex()),
+        TypeError,
+        ("cudnn.benchmark_limit", "RaisingIndex", "whose __index__ raised RuntimeError", INT),
+        id="int-flag=raising-__index__",
+    ),
+    pytest.param(
+        lambda: setattr(cache, "max_size", StrIndex()),
+        TypeError,
+        ("cuda.cufft_plan_cache.max_size", "StrIndex", INT),
+        id="int-flag=__index__-returns-str",
+    ),
+    pytest.param(
+        lambda: setattr(cache, "max_size", np.uint64(2**63)),
+        ValueError,
+        ("cuda.cufft_plan_cache.max_size", "9223372036854775808", "<= "),
+        id="int-flag=numpy.uint64-too-big",
+    ),
+    pytest.param(
         lambda: setattr(cudnn, "benchmark_limit", -1),
         ValueError,
         ("cudnn.benchmark_limit", "-1", NON_NEGATIVE),
@@ -180,6 +225,18 @@ CASES = [
         ValueError,
         ("cudnn.benchmark_limit", "-1", NON_NEGATIVE),
         id="cudnn.flags(benchmark_limit=-1)",
+    ),
+    pytest.param(
+        lambda: cudnn.flags(benchmark_limit=RaisingIndex()),
+        TypeError,
+        ("cudnn.benchmark_limit", "whose __index__ raised RuntimeError"),
+        id="cudnn.flags(benchmark_limit=raising-__index__)",
+    ),
+    pytest.param(
+        lambda: cache.flags(max_size=np.float32(4)),
+        TypeError,
+        ("cuda.cufft_plan_cache.max_size", "4.0", INT),
+        id="cufft_plan_cache.flags(max_size=numpy.float32)",
     ),
     pytest.param(
         lambda: matmul.flags(allow_tf32="yes"),
@@ -274,7 +331,25 @@ CASES = [
         ("cuda.preferred_linalg_library", "'cuSOLVER'", *LINALG),
         id="from_dict-bad-choice",
     ),
+    pytest.param(
+        _full_with(cudnn__benchmark_limit=RaisingIndex()),
+        TypeError,
+        ("cudnn.benchmark_limit", "whose __index__ raised RuntimeError"),
+        id="from_dict-raising-__index__",
+    ),
     # -- set_defaults ---------------------------------------------------------------------------
+    pytest.param(
+        lambda: backends.set_defaults({"cudnn.benchmark": True, "cudnn.benchmark_limit": RaisingIndex()}),
+        TypeError,
+        ("cudnn.benchmark_limit", "whose __index__ raised RuntimeError"),
+        id="set_defaults-good-then-raising-__index__",
+    ),
+    pytest.param(
+        lambda: backends.set_defaults({"cuda.cufft_plan_cache.max_size": np.bool_(False)}),
+        TypeError,
+        ("cuda.cufft_plan_cache.max_size", "False", INT),
+        id="set_defaults-int-flag-numpy.bool_",
+    ),
     pytest.param(
         lambda: backends.set_defaults({"cudnn.benchmark_limit": -1}),
         ValueError,
@@ -500,3 +575,10 @@ def test_no_environment_variables_means_builtin_defaults() -> None:
     rows = report()
     assert {source for _value, source in rows["import"].values()} == {"default"}
     assert rows["import"]["cuda.matmul.allow_tf32"] == [False, "default"]
+
+
+def test_an_index_that_raises_is_the_cause_of_the_type_error() -> None:
+    error = assert_nothing_changes(
+        lambda: setattr(cudnn, "benchmark_limit", RaisingIndex()), TypeError, ("cudnn.benchmark_limit",)
+    )
+    assert isinstance(error.__cause__, RuntimeError) and str(error.__cause__) == "no integer here"

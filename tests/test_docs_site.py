@@ -60,12 +60,12 @@ def _anchors(page: str) -> set[str]:
 
 def _namespaces() -> list[str]:
     """Every namespace's dotted name under ``backends``: cudnn, cudnn.conv, cuda, ..."""
-    from backends import _namespaces
+    from backends import _public_namespaces
     from backends._engine.namespace import Namespace
 
     return [
         cls.prefix
-        for cls in vars(_namespaces).values()
+        for cls in vars(_public_namespaces).values()
         if isinstance(cls, type) and issubclass(cls, Namespace) and cls is not Namespace
     ]
 

@@ -185,6 +185,61 @@ def test_numpy_bool_is_accepted_and_stored_as_bool() -> None:
     assert backends.cudnn.deterministic is True
 
 
+class Index:
+    """An exact integer that is not an int: it has ``__index__``, as NumPy's integers do."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+
+INT_FLAGS = ["cudnn.benchmark_limit", "cuda.cufft_plan_cache.max_size"]
+INTEGERS = [
+    pytest.param(lambda n: np.int64(n), id="numpy.int64"),
+    pytest.param(lambda n: np.int32(n), id="numpy.int32"),
+    pytest.param(lambda n: np.uint8(n), id="numpy.uint8"),
+    pytest.param(lambda n: np.array(n), id="numpy 0-d array"),
+    pytest.param(Index, id="__index__"),
+]
+# Every way a value reaches a flag: each sets `name` to `value` and returns the value read back.
+WAYS = {
+    "assignment": lambda name, value: (assign(name, value), read(name))[1],
+    "flags()": lambda name, value: _in_scope(
+        namespace_of(name).flags(**{name.rpartition(".")[2]: value}), name  # type: ignore[attr-defined]
+    ),
+    "backends.flags()": lambda name, value: _in_scope(backends.flags({name: value}), name),
+    "set_defaults()": lambda name, value: (backends.set_defaults({name: value}), read(name))[1],
+    "Snapshot.from_dict()": lambda name, value: backends.Snapshot.from_dict(
+        {**backends.snapshot().to_dict(), name: value}
+    )[name],
+}
+
+
+def _in_scope(scope: backends.Scope, name: str) -> object:
+    with scope:
+        return read(name)
+
+
+@pytest.mark.parametrize("way", sorted(WAYS))
+@pytest.mark.parametrize("make", INTEGERS)
+@pytest.mark.parametrize("name", INT_FLAGS)
+def test_an_int_flag_takes_any_exact_integer_and_stores_a_plain_int(name: str, make: object, way: str) -> None:
+    got = WAYS[way](name, make(7))  # type: ignore[operator]
+    assert got == 7 and type(got) is int
+    assert type(backends.snapshot()[name]) is int
+    assert {type(row.value) for row in backends.describe() if row.name == name} == {int}
+
+
+@pytest.mark.parametrize("way", sorted(WAYS))
+def test_an_int_flag_still_checks_the_range_of_an_exact_integer(way: str) -> None:
+    before = state()
+    with pytest.raises(ValueError, match=r"cudnn\.benchmark_limit must be an int >= 0, got \S*-1\b"):
+        WAYS[way]("cudnn.benchmark_limit", np.int64(-1))
+    assert state() == before
+
+
 def test_concurrent_process_default_writes_from_many_threads_are_all_applied() -> None:
     names = ATTRIBUTE_FLAGS
     barrier = threading.Barrier(len(names))

@@ -20,7 +20,7 @@ import os
 import warnings
 
 from .environment import _FALSE, _TRUE
-from .errors import brief
+from .wording import brief
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see _engine/record.py)
 if TYPE_CHECKING:

@@ -6,8 +6,9 @@ import sys
 import warnings
 from collections.abc import Mapping
 
-from .errors import brief, closest
+from .errors import closest
 from .table import BY_NAME, FLAGS, Flag, Value
+from .wording import brief
 
 _PREFIX = "BACKENDS_"
 #: How alike (difflib ratio, on the upper-cased part after ``BACKENDS_``) an ignored name must be

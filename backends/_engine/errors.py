@@ -1,13 +1,16 @@
-"""Error types and the wording shared by every error message."""
+"""The error type for unknown names, and the hints every error message shares: the closest valid
+name (``did you mean``), and torch settings this project does not scope."""
 
 from __future__ import annotations
 
-import reprlib
 from collections.abc import Iterable
 
-_short = reprlib.Repr()
-_short.maxstring = 60
-_short.maxother = 60
+from .table import VIEWS
+
+# Re-exported for the modules that import them from here (scope.py, backends/__main__.py); they
+# live in wording.py, below the table.
+from .wording import brief as brief
+from .wording import show as show
 
 #: ``torch.backends`` settings that this project does not scope, by namespace (``""`` is
 #: ``torch.backends`` itself). Nothing in CuPy or NumPy reads them, so a scoped copy would
@@ -26,19 +29,6 @@ TORCH_ONLY: dict[str, frozenset[str]] = {
         "verbose",
     }),
 }
-
-
-def brief(value: object) -> str:
-    """``repr(value)`` cut short (60 characters), never raising (hostile ``__repr__``)."""
-    try:
-        return _short.repr(value)
-    except Exception:
-        return f"<{type(value).__qualname__} object>"
-
-
-def show(value: object) -> str:
-    """``repr(value)`` with its type, short, and never raising (hostile ``__repr__``)."""
-    return f"{brief(value)} ({type(value).__qualname__})"
 
 
 def closest(name: str, candidates: Iterable[str], cutoff: float = 0.6) -> str | None:
@@ -96,7 +86,13 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
 class UnknownFlagError(KeyError, AttributeError):
     """An unknown flag name: a ``KeyError`` for dotted names and an ``AttributeError``
     for attribute access, so either ``except`` catches it. The message names the
-    closest valid flag."""
+    closest valid flag. ``obj`` is the namespace (or package) the name was looked up on, for
+    attribute access; ``name`` stays unset: Python, which sets both only where neither is set,
+    leaves them be, and a traceback then adds no "Did you mean" of its own after the message's."""
+
+    def __init__(self, *args: object, obj: object = None) -> None:
+        super().__init__(*args)
+        self.obj = obj
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
@@ -111,8 +107,6 @@ def unknown_name(name: object, candidates: Iterable[str], what: str = "flag") ->
     name = str.__str__(name)  # a plain str: a subclass's __eq__/__repr__ never runs
     hint = not_scoped(name)
     if not hint:
-        from .table import VIEWS  # here, not at the top: the table imports this module
-
         views = {view.name: view.flag for view in VIEWS}
         best = nearest(name, [*candidates, *views])
         if best in views:

@@ -14,10 +14,11 @@ from types import ModuleType
 
 from . import state
 from .accelerator import speedups
-from .errors import TORCH_ONLY, UnknownFlagError, closest, nearest, not_scoped, show
+from .errors import TORCH_ONLY, UnknownFlagError, closest, nearest, not_scoped
 from .scope import Scope
 from .state import assign, current
 from .table import FLAGS, NAMES, VIEWS, Flag, View
+from .wording import show
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see record.py)
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def _reference_property(flag: Flag) -> property:
     def set_(self: object, value: object) -> None:
         assign(name, value)
 
-    return property(get, set_, doc=f"{flag.doc} ({flag.allowed}; default {flag.default!r}).")
+    return property(get, set_, doc=flag.summary)
 
 
 def _view_property(view: View) -> property:
@@ -143,30 +144,158 @@ def _flags_builder(prefix: str, members: dict[str, Flag]) -> Any:
     return flags
 
 
-class Namespace(ModuleType):
+_MISSING = object()
+
+
+def example(namespace: Namespace) -> str:
+    """An assignment of one of ``namespace``'s flags, for messages: the first that is off by default,
+    turned on (``backends.cudnn.benchmark = True``), else its first flag or view; ``""`` for none."""
+    flag = min(namespace.members.values(), key=lambda f: f.default is not False, default=None)  # the first such
+    if flag is not None:
+        value = True if flag.type is bool else next((c for c in flag.choices if c != flag.default), flag.default)
+        return f"{namespace.__name__}.{flag.attribute} = {value!r}"
+    view = next(iter(namespace._views.values()), None)
+    return f"{namespace.__name__}.{view.attribute} = {view.when_true!r}" if view is not None else ""
+
+
+def not_a_flag(owner: ModuleType, name: str, found: Any, done: str, what: str = "") -> AttributeError:
+    """The error for assigning (``done="assigned"``) or deleting (``"deleted"``) ``owner.name``, a
+    public name of the package or of a namespace that assignment does not set: it says what the
+    name is and what to do instead. ``found`` is what ``owner``'s class or dict holds under
+    ``name`` (never called or read through), or the ``Flag`` or ``View`` being deleted; ``what``
+    says what it is where ``found`` cannot (a name imported on first use)."""
+    advice = ""
+    if not what:
+        what, advice = _what_it_is(owner, name, found)
+    if done == "deleted" and not isinstance(found, (Flag, View)):
+        advice = ""  # what to do instead of deleting is said only for a flag
+    text = f"{owner.__name__}.{name} is {what}" + (" and cannot be deleted" if done == "deleted" else ", not a flag")
+    return AttributeError(text + (f": {advice}" if advice else ""), obj=owner)  # obj: see UnknownFlagError
+
+
+def _what_it_is(owner: ModuleType, name: str, found: Any) -> tuple[str, str]:
+    """What ``owner.name`` is, for ``not_a_flag()``, and what to do instead of assigning it."""
+    if isinstance(found, (Flag, View)):
+        what = "a flag" if isinstance(found, Flag) else f"a view of backends.{found.flag}"
+        return what, "assign it instead (backends.reset_defaults() puts every default back)"
+    if isinstance(found, Namespace):
+        assignment = example(found)
+        return "a namespace", f"assign its flags, e.g. {assignment}" if assignment else "it has no flags"
+    if isinstance(found, ModuleType):
+        return f"the module {found.__name__}", ""
+    if isinstance(found, type):
+        return "a class", ""
+    if isinstance(found, (staticmethod, classmethod)) or callable(found):
+        patch = f"monkeypatch.setitem(vars({owner.__name__}), {name!r}, ...)"
+        return "a function", f"call it; to replace it in a test, {patch}"
+    # a read-only property, or data such as the flag table
+    assignment = example(owner) if isinstance(owner, Namespace) else "backends.cudnn.benchmark = True"
+    return "read-only", f"assign a flag instead, e.g. {assignment}" if assignment else f"{owner.__name__} has no flags"
+
+
+# -- help() ---------------------------------------------------------------------------------
+# pydoc documents a module (a namespace is one) by its docstring, its data and its submodules
+# only, so the namespace's docstring is written to say the rest: its flags, flags() and functions.
+
+
+def _cleaned(doc: str | None) -> str:
+    """``doc`` as ``inspect.cleandoc`` gives it (without importing ``inspect``, a third of
+    ``import backends``' time): stripped, and its lines after the first dedented."""
+    first, *rest = (doc or "").strip().splitlines() or [""]
+    indent = min((len(line) - len(line.lstrip()) for line in rest if line.strip()), default=0)
+    return "\n".join([first, *(line[indent:] for line in rest)])
+
+
+def _entry(head: str, doc: str | None) -> str:
+    """One entry of the help text: ``head``, then ``doc`` indented under it."""
+    return head + "".join(f"\n    {line}" if line else "\n" for line in _cleaned(doc).splitlines())
+
+
+def _help(namespace: Namespace) -> str:
+    """The namespace's ``__doc__``: its class's docstring, then each flag and view with what it
+    does, takes and defaults to, ``flags()`` with its keywords, and the namespace's functions,
+    read-only attributes and child namespaces, each with its docstring."""
+    cls = type(namespace)
+    parts = [_cleaned(cls.__doc__)]
+    entries = []
+    for attribute, flag in cls.members.items():
+        torch = f" torch's spelling: {attribute}() reads it, {attribute}(value) sets it (as assignment does)."
+        entries.append(_entry(attribute, flag.summary + (torch if flag.spelling == "function" else "")))
+    for attribute, view in cls._views.items():
+        entries.append(_entry(attribute, f"{view.doc} A view of {view.flag}: it has no value of its own."))
+    if entries:
+        parts += [f"Flags (read one for its value in this context; assign it to set it: {example(namespace)}):"]
+    if cls.members:
+        keywords = ", ".join(f"{attribute}=None" for attribute in cls.members)
+        entries.append(_entry(f"flags(*, {keywords}) -> Scope", cls.flags.__doc__))
+    parts += entries
+    others = []
+    for attribute, value in vars(cls).items():
+        function = getattr(value, "__func__", value)  # a staticmethod's function
+        if attribute in cls.members or attribute in ("flags", "prefix", "members"):
+            continue
+        if isinstance(value, Namespace):
+            doc = _cleaned(type(value).__doc__).split("\n\n")[0]
+            others.append(_entry(f"{attribute}: a namespace, see help({value.__name__})", doc))
+        elif isinstance(value, property) and attribute not in cls._views:
+            others.append(_entry(f"{attribute} (read-only)", value.__doc__))
+        elif callable(function) and (attribute == "__getitem__" or not attribute.startswith("_")):
+            code = function.__code__  # its parameters, without importing inspect
+            names = ", ".join(n for n in code.co_varnames[: code.co_argcount + code.co_kwonlyargcount] if n != "self")
+            head = f"[{names}]" if attribute == "__getitem__" else f"{attribute}({names})"
+            others.append(_entry(head, function.__doc__))
+    if others:
+        parts += [f"Also in {namespace.__name__}:", *others]
+    return "\n\n".join(parts)
+
+
+class GuardedModule(ModuleType):
+    """A module whose public names are its own: ``backends`` itself and every namespace. Its
+    ``__setattr__`` says what may be assigned, no public name is deleted, and ``_refused`` says
+    why not. Pickled by reference, as a plain module is (cloudpickle, Dask)."""
+
+    def __delattr__(self, name: str) -> None:
+        name = str.__str__(name)  # a plain str: a subclass's own methods never run
+        if not name.startswith("_"):
+            raise self._refused(name, "deleted")
+        super().__delattr__(name)
+
+    def _refused(self, name: str, done: str) -> AttributeError:
+        raise NotImplementedError
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        import importlib
+
+        return (importlib.import_module, (self.__name__,))
+
+
+class Namespace(GuardedModule):
     """Base of every flag namespace. Subclasses set ``prefix``."""
 
     prefix: ClassVar[str] = ""
     #: attribute name -> Flag, for this namespace's own flags
     members: ClassVar[dict[str, Flag]] = {}
+    #: attribute name -> View, for this namespace's views
+    _views: ClassVar[dict[str, View]] = {}
     #: ``flags(**kwargs) -> Scope``, generated from the table for namespaces with flags
     flags: ClassVar[Callable[..., Scope]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.members = {f.attribute: f for f in FLAGS if f.namespace == cls.prefix}
+        cls._views = {v.attribute: v for v in VIEWS if v.namespace == cls.prefix}
         for flag in cls.members.values():
             if flag.spelling == "attribute":
                 setattr(cls, flag.attribute, _flag_property(flag))
-        for view in VIEWS:
-            if view.namespace == cls.prefix:
-                setattr(cls, view.attribute, _view_property(view))
+        for view in cls._views.values():
+            setattr(cls, view.attribute, _view_property(view))
         if cls.members and "flags" not in vars(cls):
             # A staticmethod: no bound method to build on each call.
             cls.flags = staticmethod(_flags_builder(cls.prefix, cls.members))
 
     def __init__(self) -> None:
-        super().__init__(f"backends.{self.prefix}", type(self).__doc__)
+        super().__init__(f"backends.{self.prefix}")
+        self.__doc__ = _help(self)
         # A module-level __getattr__ (PEP 562) in the instance dict, not a class
         # __getattr__: the class hook would slow every flag read by about 60 ns.
         self.__dict__["__getattr__"] = self._getattr
@@ -185,10 +314,21 @@ class Namespace(ModuleType):
         flag = self.members.get(name)
         if flag is not None and flag.spelling == "function":
             assign(flag.name, value)  # e.g. cuda.preferred_linalg_library = "cusolver"
-        elif name.startswith("_") or any(name in vars(k) for k in type(self).__mro__) or name in self.__dict__:
-            super().__setattr__(name, value)  # properties, and monkeypatching in tests
+        elif flag is not None or name in self._views or name.startswith("_"):
+            super().__setattr__(name, value)  # a flag's or view's property; a private name
         else:
-            raise self._unknown(name)
+            raise self._refused(name, "assigned")
+
+    def _refused(self, name: str, done: str) -> AttributeError:
+        """The error for a public name that cannot be ``done`` (assigned or deleted): a name this
+        namespace does not have gets the typo hint; one it has says what it is and what to do."""
+        found: object = self.members.get(name) or self._views.get(name)  # deleting a flag or view
+        if found is None:
+            found = next((vars(k)[name] for k in type(self).__mro__ if name in vars(k)), _MISSING)
+            found = self.__dict__.get(name, found)
+        if found is _MISSING:
+            return self._unknown(name)
+        return not_a_flag(self, name, found, done)
 
     def _unknown(self, name: str) -> UnknownFlagError:
         name = str.__str__(name)  # a plain str: a subclass's own methods never run
@@ -205,13 +345,7 @@ class Namespace(ModuleType):
             elif flagless:
                 why = ": torch's are not scoped here, as nothing in CuPy or NumPy reads them"
                 hint = f" (backends.{self.prefix} has no flags{why if self.prefix in TORCH_ONLY else ', as in torch'})"
-        return UnknownFlagError(f"backends.{self.prefix} has no flag or attribute {name!r}{hint}")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Pickle by reference (cloudpickle would otherwise try to copy the "module").
-        import importlib
-
-        return (importlib.import_module, (self.__name__,))
+        return UnknownFlagError(f"backends.{self.prefix} has no flag or attribute {name!r}{hint}", obj=self)
 
     def __dir__(self) -> list[str]:
         return sorted(set(self._public()) | {n for n in self.__dict__ if not n.startswith("_")})

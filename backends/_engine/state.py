@@ -20,9 +20,10 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 
 from . import environment
-from .errors import UnknownFlagError, show, unknown_name
+from .errors import UnknownFlagError, unknown_name
 from .record import Record
 from .table import BY_NAME, FLAGS, NAMES, VIEWS, Value
+from .wording import show
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see record.py)
 if TYPE_CHECKING:

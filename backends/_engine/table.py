@@ -8,10 +8,11 @@ flag is adding one row here. (Rows are NamedTuples rather than dataclasses becau
 
 from __future__ import annotations
 
+import operator
 import sys
 
-from .errors import show
 from .record import Record
+from .wording import show
 
 #: A flag's value: flags are ``bool``, ``int`` or ``str`` (a choice).
 Value = bool | int | str
@@ -56,6 +57,11 @@ class Flag(Record):
             return "an int" + (f" >= {self.minimum}" if self.minimum is not None else "")
         return "one of " + ", ".join(repr(c) for c in self.choices)
 
+    @property
+    def summary(self) -> str:
+        """What the flag does, what it takes and its default: its docstring, and its entry in ``help()``."""
+        return f"{self.doc} Takes {self.allowed}; default {self.default!r}."
+
     def check(self, value: object) -> Value:
         """Return ``value`` as this flag's plain type, or raise.
 
@@ -63,26 +69,39 @@ class Flag(Record):
         range; both messages name the flag, the value and what is allowed.
         """
         kind = type(value)
+        numpy = sys.modules.get("numpy")  # numpy.bool_ by identity: no import, no look-alikes
+        is_bool = kind is bool or (numpy is not None and kind is numpy.bool_)
         if self.type is bool:
-            if kind is bool:
-                return value  # type: ignore[return-value]
-            numpy = sys.modules.get("numpy")  # numpy.bool_ by identity: no import, no look-alikes
-            if numpy is not None and kind is numpy.bool_:
+            if is_bool:
                 return bool(value)
         elif self.type is int:
-            if issubclass(kind, int) and kind is not bool:
-                result = int.__index__(value)  # type: ignore[arg-type]  # a plain int, whatever a subclass overrides
-                if self.minimum is not None and result < self.minimum:
+            number = None if is_bool else self._integer(value)  # a bool is an int; numpy.bool_ has __index__
+            if number is not None:
+                if self.minimum is not None and number < self.minimum:
                     raise ValueError(f"{self.name} must be {self.allowed}, got {show(value)}")
-                if result > sys.maxsize:  # the value goes into C (Py_ssize_t) in CuPy
+                if number > sys.maxsize:  # the value goes into C (Py_ssize_t) in CuPy
                     raise ValueError(f"{self.name} must be {self.allowed} and <= {sys.maxsize}, got {show(value)}")
-                return result
+                return number
         elif issubclass(kind, str):
             text = str.__str__(value)
             if text in self.choices:
                 return text
             raise ValueError(f"{self.name} must be {self.allowed}, got {show(value)}")
         raise TypeError(f"{self.name} must be {self.allowed}, got {show(value)}")
+
+    def _integer(self, value: object) -> int | None:
+        """``value`` as a plain int if it is an exact integer (an int, a NumPy integer, anything with
+        ``__index__``, as torch takes them; an int subclass's own ``__index__`` never runs), else
+        ``None``. An ``__index__`` that raises gets a ``TypeError`` naming the flag."""
+        try:
+            return operator.index(value)  # type: ignore[arg-type]
+        except TypeError:
+            return None  # no __index__ (a float, a str, None)
+        except Exception as error:
+            raise TypeError(
+                f"{self.name} must be {self.allowed}, got {show(value)}, whose __index__ raised "
+                f"{type(error).__qualname__}"
+            ) from error
 
 
 class View(Record):

@@ -5,6 +5,8 @@ A module for the type checkers, for ``import backends.cudnn as name``; at run ti
 (``backends`` puts it in ``sys.modules``). Prefer ``from backends import cudnn``: pyright then types the name as the
 namespace object and checks assignments to it, which it never does for a module's attributes."""
 
+from typing import SupportsIndex
+
 from backends import _types
 from backends._engine.scope import Scope
 
@@ -24,7 +26,7 @@ def flags(
     *,
     enabled: bool | None = None,
     benchmark: bool | None = None,
-    benchmark_limit: int | None = None,
+    benchmark_limit: SupportsIndex | None = None,
     deterministic: bool | None = None,
     allow_tf32: bool | None = None,
 ) -> Scope:

@@ -1,1 +1,10 @@
-"""Integrations with tools outside the engine: pytest (more to come: asyncio, trio, executors)."""
+"""Integrations with tools outside the engine, each imported only when used:
+
+- ``asyncio``: ``backends.asyncio.install()``, a task factory whose tasks sync CuPy's handles to
+  their own flags before each step;
+- ``trio``: ``backends.trio.Instrument()``, the same for trio (and anyio on trio);
+- ``executors``: ``backends.ThreadPoolExecutor``, ``backends.Thread`` and
+  ``backends.run_in_executor``, which run each call under the flags of the code that submitted it;
+- ``pytest_plugin``: per-test flags (``@pytest.mark.backends``, the ``backends_flags`` fixture)
+  and leak detection, registered through pytest's entry point.
+"""

@@ -45,6 +45,20 @@ backends.cuda.matmul.fp32_precision = "ieee"
 backends.cudnn.conv.fp32_precision = "tf32"
 backends.cuda.preferred_linalg_library = "cusolver"
 assert_type(backends.cuda.preferred_linalg_library("magma"), Linalg)
+
+
+class Eight:
+    """An exact integer that is not an int (as a NumPy integer is): an int flag takes it."""
+
+    def __index__(self) -> int:
+        return 8
+
+
+backends.cudnn.benchmark_limit = Eight()
+backends.cuda.cufft_plan_cache.max_size = Eight()
+assert_type(backends.cudnn.benchmark_limit, int)  # read back as a plain int
+assert_type(backends.cudnn.flags(benchmark_limit=Eight()), Scope)
+backends.set_defaults({"cuda.cufft_plan_cache.max_size": Eight()})
 if backends.cuda.is_available():
     assert_type(backends.cuda.cufft_plan_cache.size, int)
     assert_type(backends.cuda.cufft_plan_cache[0].max_size, int)

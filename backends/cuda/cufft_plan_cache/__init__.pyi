@@ -9,14 +9,14 @@ object itself (``backends`` puts it in ``sys.modules``). Prefer ``from backends.
 pyright then types the name as the namespace object and checks assignments to it, which it never does for a module's
 attributes."""
 
-from typing import Final
+from typing import Final, SupportsIndex
 
 from backends._engine.scope import Scope
 
 max_size: int
 """Capacity of CuPy's per-thread, per-device cuFFT plan cache (plans; 0: no caching, -1: unlimited). Takes an int >= -1;
 default ``16``."""
-def flags(*, max_size: int | None = None) -> Scope:
+def flags(*, max_size: SupportsIndex | None = None) -> Scope:
     """A scope overriding only the given ``backends.cuda.cufft_plan_cache`` flags; ``None`` means not given (torch's
     ``flags()`` resets every flag it is not given; this does not).
 

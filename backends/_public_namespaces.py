@@ -7,15 +7,15 @@ and torch's function-shaped spellings.
 
 from __future__ import annotations
 
-from ._engine.errors import show
 from ._engine.lazy import Lazy
 from ._engine.namespace import Namespace
 from ._engine.scope import Scope
 from ._engine.state import assign, read
+from ._engine.wording import show
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see _engine/record.py)
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, SupportsIndex
 
     from .availability import cpu
     from .availability import cuda as cuda_info
@@ -101,7 +101,7 @@ class PlanCacheView:
         return read("cuda.cufft_plan_cache.max_size")  # type: ignore[return-value]
 
     @max_size.setter
-    def max_size(self, value: int) -> None:
+    def max_size(self, value: SupportsIndex) -> None:
         assign("cuda.cufft_plan_cache.max_size", value)
 
     @property
@@ -137,6 +137,12 @@ class PlanCache(Namespace):
         """Drop every plan in the current thread's cache on the current device (torch's
         ``cufft_plan_cache.clear()``). ``RuntimeError`` without CUDA."""
         _plan_cache(None, "cufft_plan_cache.clear()").clear()
+
+    def __dir__(self) -> list[str]:
+        # Without CUDA, reading `size` raises RuntimeError (section 8), which help() and
+        # inspect.getmembers(), reading every name dir() gives, take for a broken module.
+        names = super().__dir__()
+        return names if cuda_info.is_available() else [n for n in names if n != "size"]
 
     def __getitem__(self, device: int) -> PlanCacheView:
         """One device's view. Raises ``TypeError`` unless ``device`` is an int, ``IndexError``
