@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 import pickle
 import queue
 import re
@@ -485,13 +486,16 @@ def verdict(name: str, value: object) -> tuple[type[Exception] | None, object]:
             return None, bool(value)
         return TypeError, None
     if flag.type is int:
-        if issubclass(kind, int) and kind is not bool:
-            number = int.__index__(value)  # type: ignore[arg-type]
-            # >= the flag's minimum by the contract (0, or -1 for the plan cache size: CuPy's
-            # "unlimited"); <= sys.maxsize because the value goes into C.
-            low = flag.minimum if flag.minimum is not None else -sys.maxsize - 1
-            return (None, number) if low <= number <= sys.maxsize else (ValueError, None)
-        return TypeError, None
+        if kind is bool or kind is numpy.bool_:
+            return TypeError, None
+        try:  # any exact integer: an int, a NumPy integer, anything with __index__ (one that raises: TypeError)
+            number = operator.index(value)  # type: ignore[arg-type]
+        except Exception:
+            return TypeError, None
+        # >= the flag's minimum by the contract (0, or -1 for the plan cache size: CuPy's
+        # "unlimited"); <= sys.maxsize because the value goes into C.
+        low = flag.minimum if flag.minimum is not None else -sys.maxsize - 1
+        return (None, number) if low <= number <= sys.maxsize else (ValueError, None)
     if issubclass(kind, str):
         text = str.__str__(value)  # type: ignore[arg-type]
         return (None, text) if text in flag.choices else (ValueError, None)

@@ -218,3 +218,14 @@ def import_as() -> None:
     # 64. ... the read is typed
     limit: str = cudnn.benchmark_limit  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
     print(limit)
+
+
+# -- names that are not flags --------------------------------------------------------------------
+def overwrite_namespace() -> None:
+    # 65. a namespace is not a flag (not by pyright: see docs/typing.md)
+    backends.cudnn = True  # type: ignore[assignment]
+
+
+def overwrite_function() -> None:
+    # 66. flags() is a function, not a flag
+    backends.cudnn.flags = None  # type: ignore[method-assign, assignment]  # pyright: ignore[reportAttributeAccessIssue]
