@@ -253,3 +253,89 @@ class Openmp:
         """Whether an OpenMP runtime is loaded with NumPy (torch's ``openmp.is_available()``).
         Never raises."""
         ...
+
+
+@type_check_only
+class BackendsFlagsCudnnConv:
+    """``backends_flags.cudnn.conv``: its flags for the rest of the test."""
+    fp32_precision: Fp32Precision
+    """torch 2.9+ spelling of cudnn.allow_tf32: "tf32" or "ieee"."""
+
+
+@type_check_only
+class BackendsFlagsCudnn:
+    """``backends_flags.cudnn``: its flags for the rest of the test."""
+    enabled: bool
+    """Whether cuDNN is used at all. Takes a bool (True or False); default ``True``."""
+    benchmark: bool
+    """Autotune the cuDNN engine choice for each new shape. Takes a bool (True or False); default ``False``."""
+    @property
+    def benchmark_limit(self) -> int:
+        """How many engine configs autotuning tries (0 = all). Takes an int >= 0; default ``10``."""
+        ...
+    @benchmark_limit.setter
+    def benchmark_limit(self, value: SupportsIndex) -> None: ...
+    deterministic: bool
+    """Use only deterministic cuDNN engines. Takes a bool (True or False); default ``False``."""
+    allow_tf32: bool
+    """Allow TF32 tensor-core math in cuDNN convolutions. Takes a bool (True or False); default ``True``."""
+    @property
+    def conv(self) -> BackendsFlagsCudnnConv: ...
+
+
+@type_check_only
+class BackendsFlagsMatmul:
+    """``backends_flags.cuda.matmul``: its flags for the rest of the test."""
+    allow_tf32: bool
+    """Allow TF32 tensor-core math in float32 GEMMs. Takes a bool (True or False); default ``False``."""
+    allow_fp16_reduced_precision_reduction: bool
+    """Allow reduced-precision reductions in float16 GEMMs. Takes a bool (True or False); default ``True``."""
+    allow_bf16_reduced_precision_reduction: bool
+    """Allow reduced-precision reductions in bfloat16 GEMMs. Takes a bool (True or False); default ``True``."""
+    fp32_precision: Fp32Precision
+    """torch 2.9+ spelling of cuda.matmul.allow_tf32: "tf32" or "ieee"."""
+
+
+@type_check_only
+class BackendsFlagsPlanCache:
+    """``backends_flags.cuda.cufft_plan_cache``: its flags for the rest of the test."""
+    @property
+    def max_size(self) -> int:
+        """Capacity of CuPy's per-thread, per-device cuFFT plan cache (plans; 0: no caching, -1: unlimited). Takes an
+        int >= -1; default ``16``."""
+        ...
+    @max_size.setter
+    def max_size(self, value: SupportsIndex) -> None: ...
+
+
+@type_check_only
+class BackendsFlagsCuda:
+    """``backends_flags.cuda``: its flags for the rest of the test."""
+    preferred_linalg_library: PreferredLinalgLibrary
+    """Preferred solver library (CuPy ships only cuSOLVER: a preference, as in torch). Takes one of 'default',
+    'cusolver', 'magma'; default ``'default'``."""
+    @property
+    def matmul(self) -> BackendsFlagsMatmul: ...
+    @property
+    def cufft_plan_cache(self) -> BackendsFlagsPlanCache: ...
+
+
+@type_check_only
+class BackendsFlagsAlgorithms:
+    """``backends_flags.algorithms``: its flags for the rest of the test."""
+    deterministic: bool
+    """Refuse CuPy operations whose results can vary run to run; use a deterministic path where CuPy has one. Takes a
+    bool (True or False); default ``False``."""
+    warn_only: bool
+    """With algorithms.deterministic: warn instead of raise. Takes a bool (True or False); default ``False``."""
+
+
+@type_check_only
+class BackendsFlagsNamespaces:
+    """The namespaces of the ``backends_flags`` fixture, with their flags' types."""
+    @property
+    def cudnn(self) -> BackendsFlagsCudnn: ...
+    @property
+    def cuda(self) -> BackendsFlagsCuda: ...
+    @property
+    def algorithms(self) -> BackendsFlagsAlgorithms: ...

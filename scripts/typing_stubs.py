@@ -246,24 +246,31 @@ def flags_params(cls: type[Namespace]) -> list[str]:
     return ["*", *(f"{attribute}: {taken_type(flag)} | None = None" for attribute, flag in cls.members.items())]
 
 
+def attribute_lines(flag: Flag, i: str, names: set[str]) -> list[str]:
+    """The flag as a class attribute at indent ``i``: annotated, or a property with a setter of its
+    own where it takes more than it reads as."""
+    kind = flag_type(flag)
+    if taken_type(flag) == kind:
+        return [f"{i}{flag.attribute}: {kind}", *docstring(flag_doc(flag), i)]
+    names.add(taken_type(flag))
+    return [
+        f"{i}@property",
+        f"{i}def {flag.attribute}(self) -> {kind}:",
+        *docstring(flag_doc(flag), i * 2),
+        f"{i}    ...",
+        f"{i}@{flag.attribute}.setter",
+        f"{i}def {flag.attribute}(self, value: {taken_type(flag)}) -> None: ...",
+    ]
+
+
 def class_body(cls: type[Namespace], names: set[str]) -> list[str]:
     """The body of the namespace's class in _types.pyi."""
     i = "    "
     lines = [*docstring(cls.__doc__, i), f"{i}__name__: str"]
     for flag in cls.members.values():
         kind = flag_type(flag)
-        if flag.spelling == "attribute" and taken_type(flag) == kind:
-            lines += [f"{i}{flag.attribute}: {kind}", *docstring(flag_doc(flag), i)]
-        elif flag.spelling == "attribute":  # it takes more than it reads as: a setter of its own
-            names.add(taken_type(flag))
-            lines += [
-                f"{i}@property",
-                f"{i}def {flag.attribute}(self) -> {kind}:",
-                *docstring(flag_doc(flag), i * 2),
-                f"{i}    ...",
-                f"{i}@{flag.attribute}.setter",
-                f"{i}def {flag.attribute}(self, value: {taken_type(flag)}) -> None: ...",
-            ]
+        if flag.spelling == "attribute":
+            lines += attribute_lines(flag, i, names)
         else:  # torch's function spelling: call it to read or assign, or assign to the attribute
             lines += [
                 f"{i}@property",
@@ -399,6 +406,33 @@ def stub_imports(names: set[str], aliases: set[str] | None = None) -> list[str]:
     return imports(wanted)
 
 
+def fixture_classes(names: set[str]) -> list[str]:
+    """The namespaces as the pytest plugin's ``backends_flags`` fixture has them (``BackendsFlags``
+    derives from the last class, for the checkers): their flags and views only, read as the
+    effective value (``preferred_linalg_library`` too, which is no function there) and assigned for
+    the rest of the test, and the child namespaces that lead to some."""
+    def reaches_a_flag(cls: type[Namespace]) -> bool:
+        return bool(cls.members or views(cls)) or any(map(reaches_a_flag, children(cls).values()))
+
+    def namespaces(members: dict[str, type[Namespace]]) -> list[str]:
+        return [line for attribute, child in members.items() if reaches_a_flag(child) for line in (
+            "    @property", f"    def {attribute}(self) -> BackendsFlags{child.__name__}: ...")]
+
+    lines: list[str] = []
+    for cls in filter(reaches_a_flag, NAMESPACES):
+        lines += ["", "", "@type_check_only", f"class BackendsFlags{cls.__name__}:",
+                  *docstring(f"``backends_flags.{cls.prefix}``: its flags for the rest of the test.", "    ")]
+        for flag in cls.members.values():
+            lines += attribute_lines(flag, "    ", names)
+        for attribute, kind, doc in views(cls):
+            lines += [f"    {attribute}: {kind}", *docstring(doc, "    ")]
+        lines += namespaces(children(cls))
+    top = {cls.prefix: cls for cls in NAMESPACES if "." not in cls.prefix}
+    return [*lines, "", "", "@type_check_only", "class BackendsFlagsNamespaces:",
+            *docstring("The namespaces of the ``backends_flags`` fixture, with their flags' types.", "    "),
+            *namespaces(top)]
+
+
 def types_stub() -> str:
     # @type_check_only: these classes exist only for the checkers (stubtest then takes a namespace
     # typed as one of them for the object it is at run time, an instance of backends/_public_namespaces.py's).
@@ -406,6 +440,7 @@ def types_stub() -> str:
     classes: list[str] = []
     for cls in NAMESPACES:
         classes += ["", "", "@type_check_only", f"class {cls.__name__}:", *class_body(cls, names)]
+    classes += fixture_classes(names)
     accessors: list[str] = []
     for flag in FLAGS:
         if flag.spelling == "function":

@@ -1305,3 +1305,249 @@ def test_backends_flags_takes_attribute_assignment(pytester: pytest.Pytester) ->
     )
     result = _run(pytester, "--backends-leaks=fail")
     result.assert_outcomes(passed=6)
+
+
+# --------------------------------------------------------------------------------------------
+# 11. Reruns (pytest-rerunfailures), warnings made errors, and strict mode's failures
+# --------------------------------------------------------------------------------------------
+
+RERUN_SUITE = (
+    AT_DEFAULTS
+    + """
+
+RUNS = []
+
+
+def test_flaky_and_leaky():
+    RUNS.append(len(RUNS) + 1)
+    backends.cudnn.benchmark_limit = len(RUNS)  # a process default: each run leaks its own
+    backends.cudnn.flags(deterministic=True).__enter__()  # and leaves a scope entered
+    assert len(RUNS) == 3, f"flaky: run {len(RUNS)}"
+
+
+def test_next_starts_clean():
+    assert RUNS == [1, 2, 3]
+    assert at_defaults()
+"""
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["warn", "fail"])
+def test_each_rerun_is_checked_and_no_leak_reaches_the_next_test(pytester: pytest.Pytester, mode: str) -> None:
+    pytest.importorskip("pytest_rerunfailures")
+    _ini(pytester)
+    pytester.makepyfile(test_rerun=RERUN_SUITE)
+    result = _run(pytester, "-p", "rerunfailures", "--reruns", "2", f"--backends-leaks={mode}", "-W", "always")
+    outcomes = result.parseoutcomes()
+    assert outcomes["passed"] == 2, _lines(result)  # the next test too: every run was put back
+    assert outcomes.get("failed", 0) == 0, _lines(result)
+    output = result.stdout.str()
+    # warn: each run's report in the warnings summary; fail: each run's teardown error makes a rerun,
+    # and the last run's is the one reported
+    runs = (1, 2, 3) if mode == "warn" else (3,)
+    for run in runs:
+        assert f"test_rerun.py::test_flaky_and_leaky changed process defaults and did not restore them: " \
+               f"cudnn.benchmark_limit: 10 -> {run} and left a scope entered: " \
+               f"backends.cudnn.flags(deterministic=True);" in output, output
+    assert output.count("left a scope entered") == len(runs)
+    if mode == "fail":
+        assert outcomes["errors"] == 1 and outcomes["rerun"] >= 2, outcomes
+
+
+LEAKS_FOR_WARNING_FILTERS = """
+import pytest
+
+import backends
+
+
+def test_default():
+    backends.cudnn.benchmark = True
+
+
+def test_scope():
+    backends.cudnn.flags(deterministic=True).__enter__()
+
+
+@pytest.fixture(scope="module")
+def module_leak():
+    backends.set_defaults({"cudnn.enabled": False})
+
+
+def test_module_fixture(module_leak):
+    pass
+
+
+def test_clean():
+    assert backends.cudnn.benchmark is False and backends.cudnn.deterministic is False
+"""
+
+
+@pytest.mark.parametrize(
+    "filter_", ["error", "error::UserWarning", "error::backends.integrations.pytest_plugin.BackendsLeakWarning"]
+)
+def test_leaks_under_warnings_made_errors_show_the_report_and_no_plugin_frame(
+    pytester: pytest.Pytester, filter_: str
+) -> None:
+    _ini(pytester)
+    pytester.makepyfile(test_filters=_source(LEAKS_FOR_WARNING_FILTERS))
+    result = _run(pytester, "-W", filter_)
+    result.assert_outcomes(passed=4, errors=3)
+    output = result.stdout.str()
+    assert "pytest_plugin.py" not in output and "INTERNALERROR" not in output, output
+    for test, report in [
+        ("test_default", "test_filters.py::test_default changed process defaults and did not restore them: "
+                         "cudnn.benchmark: False -> True"),
+        ("test_scope", "test_filters.py::test_scope left a scope entered: backends.cudnn.flags(deterministic=True)"),
+        ("test_clean", "fixture 'module_leak' (module-scoped, at its teardown) changed process defaults and did not "
+                       "restore them: cudnn.enabled: True -> False"),
+    ]:
+        result.stdout.fnmatch_lines([f"*ERROR at teardown of {test}*", f"E   *BackendsLeakWarning: {report}*"])
+
+
+def test_an_import_time_leak_under_warnings_made_errors_is_a_collection_error(pytester: pytest.Pytester) -> None:
+    _ini(pytester)
+    pytester.makepyfile(test_imports="import backends\nbackends.cudnn.benchmark = True\n\ndef test_x():\n    pass\n")
+    result = _run(pytester, "-W", "error::UserWarning")
+    assert result.ret == pytest.ExitCode.INTERRUPTED, _lines(result)
+    output = "\n".join(_lines(result))
+    assert "pytest_plugin.py" not in output and "INTERNALERROR" not in output, output
+    result.stdout.fnmatch_lines([
+        "*ERROR collecting test_imports.py*",
+        "BackendsLeakWarning: importing test_imports.py changed process defaults: cudnn.benchmark: False -> True.*",
+    ])
+
+
+@pytest.mark.parametrize("args", [["-W", "error"], ["--backends-leaks=fail"]], ids=["W-error", "fail"])
+def test_a_leak_found_after_ctrl_c_stopped_the_run_is_a_warning_with_no_traceback(
+    pytester: pytest.Pytester, args: list[str]
+) -> None:
+    """Ctrl-C: what is left set up is torn down at the session's end, where no test can fail."""
+    _ini(pytester)
+    pytester.makepyfile(
+        test_interrupted=_source(
+            """
+            import pytest
+
+            import backends
+
+
+            @pytest.fixture(scope="session")
+            def leaky_session():
+                backends.set_defaults({"cudnn.enabled": False})
+
+
+            def test_interrupted(leaky_session):
+                raise KeyboardInterrupt
+
+
+            def test_never_runs(leaky_session):
+                pass
+            """
+        )
+    )
+    result = _run(pytester, *args)
+    assert result.ret == pytest.ExitCode.INTERRUPTED, _lines(result)
+    output = "\n".join(_lines(result))
+    assert "Traceback" not in output and "pytest_plugin.py" not in output, output
+    result.stdout.fnmatch_lines([
+        "*BackendsLeakWarning: fixture 'leaky_session' (session-scoped, at its teardown) changed process defaults "
+        "and did not restore them: cudnn.enabled: True -> False*",
+    ])
+
+
+def test_strict_mode_failures_show_no_plugin_frame(pytester: pytest.Pytester) -> None:
+    """A bare assignment under --backends-strict, in a test or in a fixture of a conftest.py (where
+    pytest shows every frame between the hook and the fixture): the user's frames only."""
+    _ini(pytester)
+    pytester.makeconftest(
+        _source(
+            """
+            import pytest
+
+            import backends
+
+
+            @pytest.fixture
+            def assigns():
+                backends.cudnn.deterministic = True
+
+
+            @pytest.fixture(scope="module")
+            def module_assigns():
+                backends.cudnn.benchmark_limit = 2
+                yield
+            """
+        )
+    )
+    pytester.makepyfile(
+        test_strict_failures=_source(
+            """
+            import backends
+
+
+            def test_in_the_test():
+                backends.cudnn.benchmark = True
+
+
+            def test_in_a_fixture(assigns):
+                pass
+
+
+            def test_in_a_module_fixture(module_assigns):
+                pass
+            """
+        )
+    )
+    result = _run(pytester, "--backends-strict")
+    result.assert_outcomes(failed=1, errors=2)
+    output = result.stdout.str()
+    assert "pytest_plugin.py" not in output, output
+    result.stdout.fnmatch_lines(["*ERROR at setup of test_in_a_fixture*", "conftest.py:*: in assigns"])
+    for flag in ("cudnn.benchmark", "cudnn.deterministic", "cudnn.benchmark_limit"):
+        result.stdout.fnmatch_lines([f"E * RuntimeError: global flags are disabled *backends.{flag} cannot be*"])
+
+
+# --------------------------------------------------------------------------------------------
+# 12. The fixture's type
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_fixtures_type_declares_exactly_the_namespaces_flags_and_views_it_has() -> None:
+    """backends/_types.pyi's BackendsFlags* classes (the base of BackendsFlags for the checkers,
+    generated from the table) against what the fixture's objects have at run time."""
+    import ast
+
+    import backends
+    from backends.integrations.pytest_plugin import BackendsFlags
+    from tests._helpers import PACKAGE
+
+    stub = ast.parse((PACKAGE / "_types.pyi").read_text(encoding="utf-8"))
+    classes = {node.name: node for node in stub.body if isinstance(node, ast.ClassDef)}
+
+    def declared(name: str) -> dict[str, str | None]:
+        """attribute -> the class a namespace property returns, None for a flag or a view."""
+        members: dict[str, str | None] = {}
+        for node in classes[name].body:
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                members[node.target.id] = None
+            elif isinstance(node, ast.FunctionDef) and isinstance(node.returns, ast.Name):  # (not a setter)
+                members[node.name] = node.returns.id if node.returns.id.startswith("BackendsFlags") else None
+        return members
+
+    checked = []
+    with backends.flags({}):  # what the fixture's own scope is
+        pending: list[tuple[object, str]] = [(BackendsFlags(), "BackendsFlagsNamespaces")]
+        while pending:
+            namespace, name = pending.pop()
+            members = declared(name)
+            assert sorted(members) == dir(namespace), name
+            for attribute, child in members.items():
+                if child is not None:
+                    pending.append((getattr(namespace, attribute), child))
+                else:  # a flag or a view: read as its value, of the declared type's kind
+                    assert isinstance(getattr(namespace, attribute), (bool, int, str)), (name, attribute)
+            checked.append(name)
+    assert sorted(checked) == sorted(n for n in classes if n.startswith("BackendsFlags"))
+    assert set(checked) >= {"BackendsFlagsCudnn", "BackendsFlagsCudnnConv", "BackendsFlagsMatmul",
+                            "BackendsFlagsPlanCache", "BackendsFlagsCuda", "BackendsFlagsAlgorithms"}

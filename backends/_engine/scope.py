@@ -21,7 +21,8 @@ from __future__ import annotations
 import contextvars
 import functools
 import types
-from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterator, Mapping
+import weakref
+from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterable, Iterator, Mapping
 from types import TracebackType
 
 from . import state
@@ -231,12 +232,21 @@ class Scope(_Base):
         signature. A call that returns a coroutine, generator or async generator
         where ``inspect`` saw no such function (a callable object with an ``async def``
         ``__call__``, a sync wrapper around an ``async def``) gets the override in that
-        body too, when awaited or iterated. Raises ``TypeError`` if ``fn`` is not callable.
+        body too, when awaited or iterated.
+
+        On a test class, as ``unittest.mock.patch`` decorates one, returns the same class:
+        a ``unittest.TestCase`` (``IsolatedAsyncioTestCase`` included) runs each test, from
+        ``setUp`` to its last cleanup, under one entry of the scope; another class with
+        ``test*`` methods (a pytest class) has each of them decorated. Inherited test methods
+        get it and subclasses keep it; the nearer of two decorations wins flag by flag (a
+        subclass's own over its base's; on one class, the one nearest the ``class`` line).
+        Raises ``TypeError`` if ``fn`` is not callable, or is a class of neither kind.
         """
         if isinstance(fn, (staticmethod, classmethod)):  # decorated above @staticmethod
             return type(fn)(self(fn.__func__))
         if isinstance(fn, type):
-            raise TypeError(f"{self!r} decorates functions, not the class {fn.__qualname__}: decorate its methods")
+            _decorate_class(self, fn)
+            return fn  # the same class
         if not callable(fn):
             raise TypeError(f"{self!r} can only decorate a callable, got {show(fn)}")
         import inspect  # here, not at import: `inspect` costs ~8 ms of `import backends`
@@ -253,6 +263,79 @@ class Scope(_Base):
 
 
 del _Base  # Scope.__bases__ names it; the module does not need the alias
+
+
+# -- test classes ---------------------------------------------------------------------------
+#: The scopes each decorated class was given itself, in the order applied (innermost first).
+_CLASS_SCOPES: weakref.WeakKeyDictionary[type, tuple[Scope, ...]] = weakref.WeakKeyDictionary()
+#: What unittest runs one test through: run() (debug() without a result), and the constructor,
+#: where IsolatedAsyncioTestCase copies the context its test code runs in (3.11+; 3.10 does it in
+#: run()). One entry around them holds from setUp to the last cleanup, sync or async, so a scope
+#: entered in setUp (self.enterContext) and exited by a cleanup nests inside it as it should.
+_TEST_CASE_ENTRY_POINTS = ("__init__", "run", "debug")
+_WRAPS = "_backends_wraps"  # on a wrapper made here: (the attribute it wraps, its scopes)
+
+
+def _decorate_class(scope: Scope, cls: type) -> None:
+    """``@scope`` on a test class. Each test runs under the scopes of its class and of that
+    class's bases, outermost first: a base's before its subclass's, and on one class the
+    decorator nearest the ``class`` line innermost, so nearer decorations win flag by flag as
+    nested scopes do. Applied again to each subclass as it is created (``__init_subclass__``),
+    from the attributes as written: a subclass's own test methods get it too."""
+    if not _targets(cls):
+        raise TypeError(
+            f"{scope!r} decorates functions and test classes (a unittest.TestCase, or a class with "
+            f"test* methods), not the class {cls.__qualname__}: decorate its methods"
+        )
+    own = _CLASS_SCOPES.get(cls)
+    if own is None:
+        _keep_for_subclasses(cls)
+    _CLASS_SCOPES[cls] = (*(own or ()), scope)
+    _apply(cls)
+
+
+def _targets(cls: type) -> Iterable[str]:
+    """The attributes of ``cls`` a class decoration wraps: unittest's entry points for a
+    ``TestCase``; else its ``test*`` functions, staticmethods and classmethods, inherited too."""
+    import inspect
+    import unittest  # here: only a decorated class pays for it
+
+    if issubclass(cls, unittest.TestCase):
+        return _TEST_CASE_ENTRY_POINTS
+    methods = (types.FunctionType, staticmethod, classmethod)
+    return [n for n in dir(cls) if n.startswith("test") and isinstance(inspect.getattr_static(cls, n), methods)]
+
+
+def _apply(cls: type) -> None:
+    """Set on ``cls`` each target wrapped in the scopes it runs under, unless the one it
+    inherits is already that; a wrapper made for another class is rebuilt from what it wraps."""
+    import inspect
+
+    scopes = tuple(s for klass in reversed(cls.__mro__) for s in reversed(_CLASS_SCOPES.get(klass, ())))
+    for name in _targets(cls):
+        raw = inspect.getattr_static(cls, name)
+        original, applied = getattr(getattr(raw, "__func__", raw), _WRAPS, (raw, ()))
+        if applied != scopes:
+            wrapper = original
+            for scope in reversed(scopes):  # innermost first
+                wrapper = scope(wrapper)
+            setattr(getattr(wrapper, "__func__", wrapper), _WRAPS, (original, scopes))
+            setattr(cls, name, wrapper)
+
+
+def _keep_for_subclasses(cls: type[object]) -> None:
+    """Apply the decoration to each subclass of ``cls`` when it is created, after the
+    ``__init_subclass__`` it would run anyway (``cls``'s own, else its bases')."""
+    own = vars(cls).get("__init_subclass__")
+
+    def __init_subclass__(subclass: type, /, **kwargs: Any) -> None:
+        if own is not None:
+            own.__get__(None, subclass)(**kwargs)
+        else:
+            super(cls, subclass).__init_subclass__(**kwargs)  # type: ignore[misc]  # (mypy: only a class it knows)
+        _apply(subclass)
+
+    cls.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
 
 
 def _slots_on_load(scope: Scope, state: Any) -> Any:

@@ -34,7 +34,7 @@ import os
 import warnings
 from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 import pytest
 
@@ -43,7 +43,13 @@ from backends._engine import environment, state
 from backends._engine.errors import unknown_name
 from backends._engine.scope import flags as flags_of  # backends.flags, for a mapping built at run time
 from backends._engine.state import SavedDefaults, assign, check_mapping, restore_defaults, save_defaults, set_frozen
-from backends._engine.table import FLAGS, NAMES, VIEWS, Flag, View
+from backends._engine.table import FLAGS, NAMES, VIEWS, Flag, Value, View
+
+if TYPE_CHECKING:
+    from backends._flagvalues import FlagValues
+    from backends._types import BackendsFlagsNamespaces as _TypedNamespaces  # generated from the table
+else:
+    _TypedNamespaces = object
 
 _LEAK_MODES = ("fail", "warn", "off")
 
@@ -283,9 +289,13 @@ def _settle(
     message = f"{who} {' and '.join(parts)}; {'; '.join(advice)}"
     # Fail only inside a test's teardown, where pytest reports it; a fixture torn down at
     # the end of the session (after -x or Ctrl-C stopped the run) can only warn.
-    if settings.leaks == "fail" and config.stash[_RUN].item is not None:
+    in_test = config.stash[_RUN].item is not None
+    if settings.leaks == "fail" and in_test:
         raise pytest.fail.Exception(message, pytrace=False)
-    warnings.warn_explicit(message, BackendsLeakWarning, where[0], where[1])
+    with warnings.catch_warnings():
+        if not in_test:  # nothing to fail: a warning even where the filters make it an error (-W error)
+            warnings.simplefilter("always", BackendsLeakWarning)
+        warnings.warn_explicit(message, BackendsLeakWarning, where[0], where[1])
 
 
 def _test_location(item: pytest.Item) -> tuple[str, int]:
@@ -314,19 +324,25 @@ def pytest_make_collect_report(
             f"importing {collector.nodeid} changed process defaults: {'; '.join(changed)}. "
             f"Every test after it runs with them; {_ADVICE}"
         )
-        if settings.leaks == "fail":
-            report.outcome = "failed"
-            report.longrepr = message
-        else:
-            warnings.warn_explicit(message, BackendsLeakWarning, str(collector.path), 0)
+        if settings.leaks != "fail":
+            try:
+                warnings.warn_explicit(message, BackendsLeakWarning, str(collector.path), 0)
+                return report
+            except BackendsLeakWarning:  # the warning filters make it an error (-W error): fail, saying so
+                message = f"{BackendsLeakWarning.__name__}: {message}"
+        report.outcome = "failed"
+        report.longrepr = message
     return report
 
 
 # -- per test: strict mode, and the region of its function-scoped fixtures ------------------------
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    __tracebackhide__ = True  # a setup error passes through here: the user's frames, not ours
     item.config.stash[_RUN].item = item
     item.stash[_SETUP_MARK] = _mark()
+    if _REGION in item.stash:  # a run before this one of the same item (pytest-rerunfailures): its own
+        del item.stash[_REGION]
     if item.config.stash[_SETTINGS].strict:
         set_frozen(True)
     return (yield)
@@ -334,6 +350,7 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_fixture_setup(fixturedef: Any, request: pytest.FixtureRequest) -> Generator[None, object, object]:
+    __tracebackhide__ = True  # as in pytest_runtest_setup
     config = request.config
     if config.stash[_SETTINGS].leaks == "off":
         return (yield)
@@ -396,6 +413,7 @@ def _check_fixture(config: pytest.Config, fixturedef: Any) -> None:
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
+    __tracebackhide__ = True  # as in pytest_runtest_setup; and a leak reported under -W error
     config = item.config
     settings = config.stash[_SETTINGS]
     start = item.stash.get(_SETUP_MARK, None)
@@ -409,6 +427,12 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
         config.stash[_RUN].item = None
         if start is not None and settings.strict:
             set_frozen(start.defaults.frozen)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # Before pytest tears down what a stopped run (Ctrl-C) left set up: no test runs now.
+    session.config.stash[_RUN].item = None
 
 
 # -- the marker and the fixture ---------------------------------------------------
@@ -516,7 +540,7 @@ class _Namespace:
     def __init__(self, prefix: str) -> None:
         object.__setattr__(self, "_prefix", prefix)
 
-    def __getattr__(self, name: str) -> Any:
+    def _read(self, name: str) -> Any:
         __tracebackhide__ = True
         prefix = object.__getattribute__(self, "_prefix")
         member = _TREE[prefix].get(name, _NOTHING)
@@ -527,7 +551,7 @@ class _Namespace:
         value = getattr(_real(prefix), name)
         return value() if getattr(member, "spelling", "attribute") == "function" else value
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def _assign(self, name: str, value: Any) -> None:
         __tracebackhide__ = True
         prefix = object.__getattribute__(self, "_prefix")
         if _TREE[prefix].get(name) is None:  # a namespace, or no flag at all
@@ -539,6 +563,11 @@ class _Namespace:
         except (TypeError, ValueError, AttributeError, RuntimeError) as error:
             raise error.with_traceback(None) from None  # the user's line, not the library's
 
+    if not TYPE_CHECKING:
+        # Hidden from the checkers, which see each flag with its type instead (BackendsFlags's
+        # base, from backends/_types.pyi): a misspelt flag or a wrong type is an error there too.
+        __getattr__, __setattr__ = _read, _assign
+
     def __dir__(self) -> list[str]:
         return sorted(_TREE[object.__getattribute__(self, "_prefix")])
 
@@ -546,13 +575,15 @@ class _Namespace:
         return f"<backends_flags.{object.__getattribute__(self, '_prefix')}>"
 
 
-class BackendsFlags(_Namespace):
+class BackendsFlags(_Namespace, _TypedNamespaces):
     """What the ``backends_flags`` fixture gives: change flags for the rest of the test.
 
     ``backends_flags.cudnn.benchmark = True`` (as on ``backends`` itself: typos raise
     ``AttributeError`` naming the closest flag, wrong types ``TypeError``), or
     ``backends_flags.set(...)``; reading ``backends_flags.cudnn.benchmark`` gives the
-    effective value.
+    effective value. The type to annotate the fixture with
+    (``def test_x(backends_flags: BackendsFlags) -> None``): mypy and pyright then check
+    each flag's name and value type, as on ``backends.cudnn`` and the other namespaces.
     """
 
     __slots__ = ()
@@ -560,6 +591,10 @@ class BackendsFlags(_Namespace):
     def __init__(self) -> None:
         super().__init__("")
 
+    @overload
+    def set(self, name_or_mapping: FlagValues) -> None: ...
+    @overload
+    def set(self, name_or_mapping: str, value: Value) -> None: ...
     def set(self, name_or_mapping: str | Mapping[str, Any], value: Any = _NOTHING) -> None:
         """``set("cudnn.benchmark", True)`` or ``set({"cudnn.benchmark": True, ...})``.
 
@@ -586,9 +621,9 @@ class BackendsFlags(_Namespace):
         for name, flag_value in checked.items():
             assign(name, flag_value)
 
-    def __getitem__(self, name: str) -> Any:
-        """The effective value of a flag by dotted name; ``KeyError`` naming the closest flag
-        for an unknown one."""
+    def __getitem__(self, name: str) -> Value:
+        """The effective value of a flag by dotted name (``bool``, ``int`` or ``str``); ``KeyError``
+        naming the closest flag for an unknown one."""
         __tracebackhide__ = True
         values = backends.snapshot()
         if issubclass(type(name), str) and str.__str__(name) in values:

@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 
 import backends
+from backends.integrations.pytest_plugin import BackendsFlags
 
 # -- attributes: names ---------------------------------------------------------------------------
 # 1. misspelt flag, assigned
@@ -229,3 +230,19 @@ def overwrite_namespace() -> None:
 def overwrite_function() -> None:
     # 66. flags() is a function, not a flag
     backends.cudnn.flags = None  # type: ignore[method-assign, assignment]  # pyright: ignore[reportAttributeAccessIssue]
+
+
+# -- the pytest plugin's backends_flags fixture, annotated with its type ---------------------------------
+def fixture_use(backends_flags: BackendsFlags) -> None:
+    # 67. backends_flags: a misspelt flag
+    backends_flags.cudnn.benchmak = True  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
+    # 68. ... a wrong type
+    backends_flags.cudnn.deterministic = 1  # type: ignore[assignment]  # pyright: ignore[reportAttributeAccessIssue]
+    # 69. ... a choice the flag does not have (an attribute here, as the value)
+    backends_flags.cuda.preferred_linalg_library = "cublas"  # type: ignore[assignment]  # pyright: ignore[reportAttributeAccessIssue]
+    # 70. ... a misspelt namespace
+    backends_flags.cudnm.benchmark = True  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
+    # 71. ... it changes flags only: no scope builder
+    backends_flags.cudnn.flags(benchmark=True)  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
+    # 72. ... and set() takes dotted names as backends.flags() does
+    backends_flags.set({"cudnn.benchmak": True})  # type: ignore[call-overload]  # pyright: ignore[reportArgumentType]

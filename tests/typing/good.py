@@ -12,6 +12,7 @@ from typing_extensions import assert_type
 
 import backends
 from backends import FlagValues, Scope, Snapshot
+from backends.integrations.pytest_plugin import BackendsFlags
 
 Precision = Literal["tf32", "ieee"]
 Linalg = Literal["default", "cusolver", "magma"]
@@ -197,4 +198,25 @@ def import_as() -> int:
 for form in (from_package, from_subpackage, import_submodule, import_nested, from_namespace, import_nested_as,
              import_as):
     form()
+
+
+# -- the pytest plugin's backends_flags fixture, annotated with its type --------------------------------
+def fixture_use(backends_flags: BackendsFlags) -> None:
+    assert_type(backends_flags.cuda.preferred_linalg_library, Linalg)  # the value: no function here
+    assert_type(backends_flags.cudnn.conv.fp32_precision, Precision)
+    assert_type(backends_flags["cudnn.benchmark_limit"], Value)
+    backends_flags.cudnn.benchmark = True
+    backends_flags.cudnn.conv.fp32_precision = "ieee"
+    backends_flags.cuda.matmul.allow_tf32 = False
+    backends_flags.cuda.preferred_linalg_library = "magma"
+    backends_flags.cuda.cufft_plan_cache.max_size = 4
+    backends_flags.algorithms.warn_only = True
+    backends_flags.set("cudnn.benchmark_limit", 4)
+    backends_flags.set({"cudnn.deterministic": True})
+    assert_type(backends_flags.cudnn.deterministic, bool)
+    assert_type(backends_flags.algorithms.deterministic, bool)
+
+
+with backends.flags({}):  # what the fixture holds for a test: every change ends with it
+    fixture_use(BackendsFlags())
 backends.reset_defaults()  # the built-in defaults again (this file runs in a process of its own)
