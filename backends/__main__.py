@@ -113,6 +113,26 @@ def ignored_report(variables: list[dict[str, str | None]] | None = None) -> list
     return lines or ["  none"]
 
 
+def refused_variables() -> list[dict[str, Any]]:
+    """Each variable whose value does not parse (``environment.REFUSED``: ``python -m backends``
+    imported without it): ``name``, ``problem`` (the error or warning that ``import backends``
+    gives, naming the variable, its value and what it takes) and ``import_fails`` (the import
+    raises ``ValueError`` for it; else it warns and ignores it)."""
+    return [{"name": name, "problem": problem, "import_fails": raises} for name, problem, raises in environment.REFUSED]
+
+
+def refused_report(variables: list[dict[str, Any]]) -> list[str]:
+    """A line per variable that does not parse, and what ``import backends`` does with it."""
+    lines = []
+    for variable in variables:
+        effect = (
+            "import backends raises ValueError for it (this report uses the flag's built-in default)"
+            if variable["import_fails"] else "import backends warns (UserWarning) and ignores it"
+        )  # fmt: skip
+        lines += [f"  {variable['problem']}", f"      {effect}"]
+    return lines or ["  none"]
+
+
 # -- which copy of backends ---------------------------------------------------------------------
 #: The folder of the ``backends`` imported here (``backends.__file__``'s).
 PATH = os.path.dirname(os.path.realpath(backends.__file__))
@@ -464,7 +484,8 @@ def self_check(use_numpy: bool | None = None) -> list[Check]:
 
 
 EPILOG = """\
-exit status: 0 if every self-check passed, 1 if one failed, 2 for a bad option.
+exit status: 0 if every self-check passed, 1 if one failed or a variable's value makes
+import backends fail, 2 for a bad option.
 
 --json prints one JSON object with these keys:
   version              backends.__version__
@@ -478,16 +499,21 @@ exit status: 0 if every self-check passed, 1 if one failed, 2 for a bad option.
                        backends.describe(): source is "default", "environment", "process default"
                        or "scope"; variable, the one that set an environment default (else null)
   ignored_variables    one {"name", "value", "did_you_mean"} per BACKENDS_* variable no flag reads
+  refused_variables    one {"name", "problem", "import_fails"} per variable whose value does not
+                       parse: problem, what import backends says; import_fails, whether it raises
+                       (else it warns and ignores the variable)
   availability         one {"name", "value"} per line of the availability section: versions as
                        text, is_available()-style answers as true/false/null/numbers
   self_check           one {"name", "passed", "detail"} per check
-  passed               every self-check passed (the exit status is 0)
+  passed               the exit status is 0: every self-check passed, and import backends works
+                       with these variables
 """
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the report (``--json``: as one JSON object) and run the self-check; 0 if every
-    check passed, else 1 (argparse exits 2 for a bad option)."""
+    check passed and ``import backends`` works with this environment, else 1 (argparse exits 2
+    for a bad option)."""
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -503,9 +529,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parser.parse_args(argv)
 
     shadowed, flags, ignored, available = shadowed_copy(), flag_rows(), ignored_variables(), availability()
+    refused = refused_variables()
+    import_fails = any(variable["import_fails"] for variable in refused)
     if options.json:
         checks = self_check()
-        passed = all(ok for _, ok, _ in checks)
+        passed = all(ok for _, ok, _ in checks) and not import_fails
         print(json.dumps({
             "version": backends.__version__,
             "engine": {
@@ -517,6 +545,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "shadowed_copy": shadowed,
             "flags": flags,
             "ignored_variables": ignored,
+            "refused_variables": refused,
             "availability": [{"name": label.strip(), "value": value} for label, value in available],
             "self_check": [{"name": name, "passed": ok, "detail": detail} for name, ok, detail in checks],
             "passed": passed,
@@ -529,6 +558,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n".join(flag_report(flags)))
     print("\nIgnored BACKENDS_* variables (no flag reads them)")
     print("\n".join(ignored_report(ignored)))
+    print("\nVariables whose value does not parse")
+    print("\n".join(refused_report(refused)))
     print("\nAvailability")
     print("\n".join(availability_report(available)))
     print(f"\nSelf-check: isolation across {THREADS} threads and {TASKS} asyncio tasks, run for real")
@@ -538,7 +569,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed = sum(not ok for _, ok, _ in checks)
     print(f"\n{'FAILED: ' + str(failed) + ' of ' if failed else 'all '}{len(checks)} checks "
           f"{'failed' if failed else 'passed'}")
-    return 1 if failed else 0
+    if import_fails:
+        print("but import backends fails with this environment: see the variables whose value does not parse")
+    return 1 if failed or import_fails else 0
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import pytest
 
 import backends
 from backends import __main__ as cli
-from backends._engine import accelerator
+from backends._engine import accelerator, environment
 from backends._engine import scope as scope_module
 from tests._helpers import PACKAGE
 
@@ -26,13 +26,17 @@ HAS_CUPY = importlib.util.find_spec("cupy") is not None
 ISOLATED = "-P" if sys.version_info >= (3, 11) else "-I"
 
 
-def run_python(*args: str, pythonpath: Path | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+def run_python(
+    *args: str, pythonpath: Path | None = None, cwd: Path = ROOT, **variables: str
+) -> subprocess.CompletedProcess[str]:
     """Run this interpreter in ``cwd`` (the repository root) on this suite's engine
-    (``BACKENDS_PURE_PYTHON`` is kept) with no other ``BACKENDS_*`` variable and no ``CUPY_TF32``."""
+    (``BACKENDS_PURE_PYTHON`` is kept) with no other ``BACKENDS_*`` variable and no ``CUPY_TF32``
+    but ``variables``."""
     env = {
         k: v for k, v in os.environ.items()
         if k == accelerator.VARIABLE or not (k.startswith("BACKENDS_") or k == "CUPY_TF32")
     }  # fmt: skip
+    env.update(variables)
     if pythonpath is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pythonpath), env.get("PYTHONPATH")]))
     return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
@@ -315,3 +319,87 @@ def test_a_source_tree_in_the_current_directory_that_shadows_the_install_is_name
 
     # The advice works: the installed copy runs from the same directory.
     assert report(ISOLATED, cwd=tmp_path)["path"] == str(PACKAGE)
+
+
+BAD_FLAG_VARIABLES = {"BACKENDS_CUDNN_BENCHMARK": "maybe", "BACKENDS_CUDNN_BENCHMARK_LIMIT": "-3"}
+#: What ``import backends`` says of each (contract section 7), the report's line for it.
+BAD_FLAG_PROBLEMS = [
+    "environment variable BACKENDS_CUDNN_BENCHMARK='maybe' does not parse: cudnn.benchmark takes "
+    "1/0/true/false/yes/no/on/off in any case",
+    "environment variable BACKENDS_CUDNN_BENCHMARK_LIMIT='-3' does not parse: cudnn.benchmark_limit must be "
+    "an int >= 0, got -3 (int)",
+]
+
+
+@pytest.mark.parametrize("invocation", [["-m", "backends"], ["-mbackends"], ["-Em", "backends"]])
+def test_a_flag_variable_that_does_not_parse_is_a_line_of_the_report_not_a_traceback(invocation: list[str]) -> None:
+    result = run_python(*invocation, **BAD_FLAG_VARIABLES)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stderr == ""
+    out = result.stdout
+    section = out.split("Variables whose value does not parse\n")[1].split("\n\n")[0].splitlines()
+    effect = "      import backends raises ValueError for it (this report uses the flag's built-in default)"
+    assert section == [line for problem in BAD_FLAG_PROBLEMS for line in (f"  {problem}", effect)]
+    assert re.search(r"^  cudnn\.benchmark +False +default$", out, re.MULTILINE)
+    assert "all 4 checks passed\nbut import backends fails with this environment" in out
+
+
+def test_json_report_lists_a_variable_that_does_not_parse_and_fails() -> None:
+    result = run_python("-m", "backends", "--json", **BAD_FLAG_VARIABLES)
+    assert result.returncode == 1 and result.stderr == "", result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    assert data["refused_variables"] == [
+        {"name": name, "problem": problem, "import_fails": True}
+        for name, problem in zip(BAD_FLAG_VARIABLES, BAD_FLAG_PROBLEMS, strict=True)
+    ]
+    assert data["passed"] is False
+    assert all(check["passed"] for check in data["self_check"])
+
+
+def test_only_the_report_goes_on_without_a_variable_that_does_not_parse(tmp_path: Path) -> None:
+    # A program, and another module run with -m that imports backends, still fail at import.
+    (tmp_path / "probe").mkdir()
+    (tmp_path / "probe" / "__init__.py").write_text("import backends\n")
+    for args in (["-c", "import backends"], ["-m", "probe"]):
+        result = run_python(*args, pythonpath=tmp_path, **BAD_FLAG_VARIABLES)
+        assert result.returncode == 1
+        assert f"ValueError: {BAD_FLAG_PROBLEMS[0]}" in result.stderr, args
+
+
+def test_a_value_that_only_warns_at_import_is_a_line_of_the_report_not_a_warning() -> None:
+    result = run_python("-m", "backends", "--json", BACKENDS_PURE_PYTHON="perhaps", CUPY_TF32="x")
+    assert result.returncode == 0 and result.stderr == "", result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    assert [(v["name"], v["import_fails"]) for v in data["refused_variables"]] == [
+        ("BACKENDS_PURE_PYTHON", False), ("CUPY_TF32", False)
+    ]
+    assert data["refused_variables"][0]["problem"] == (
+        "BACKENDS_PURE_PYTHON='perhaps' is ignored: it takes 1/0/true/false/yes/no/on/off in any case"
+    )
+    assert data["refused_variables"][1]["problem"].startswith("CUPY_TF32='x' is ignored: CuPy reads it as")
+    text = run_python("-m", "backends", BACKENDS_PURE_PYTHON="perhaps").stdout
+    assert "  BACKENDS_PURE_PYTHON='perhaps' is ignored" in text
+    assert "      import backends warns (UserWarning) and ignores it" in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "orig_argv", "reporting"),
+    [
+        (["-m"], ["python", "-m", "backends"], True),
+        (["-m", "--json"], ["python", "-X", "dev", "-m", "backends", "--json"], True),
+        (["-m"], ["python", "-Im", "backends"], True),
+        (["-m", "x"], ["python", "-mbackends", "x"], True),
+        (["-m"], ["python", "-m", "probe"], False),  # another module found by -m that imports backends
+        (["-m", "backends"], ["python", "-m", "probe", "backends"], False),
+        (["-m"], ["python", "-mmbackends"], False),  # the module mbackends
+        (["-c"], ["python", "-c", "import backends"], False),
+        (["/x/backends/__main__.py"], ["python", "-m", "backends"], False),  # found: it runs
+        ([], [], False),
+    ],
+)
+def test_only_python_m_backends_finding_its_module_counts_as_the_report(
+    argv: list[str], orig_argv: list[str], reporting: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(sys, "orig_argv", orig_argv)
+    assert environment._running_the_report() is reporting

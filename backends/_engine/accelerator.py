@@ -10,7 +10,8 @@ elsewhere the package is pure Python and behaves the same, and the build leaves 
 
 ``BACKENDS_PURE_PYTHON=1`` (or ``true``/``yes``/``on``, in any case) selects the pure path even
 where the accelerator is installed; ``0``/``false``/``no``/``off`` or unset, the accelerator when
-there is one. Read once, at ``import backends``. Any other value warns and counts as unset.
+there is one. Read once, at ``import backends``. Any other value warns and counts as unset
+(``python -m backends`` lists it instead).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import importlib
 import os
 import warnings
 
-from .environment import _FALSE, _TRUE
+from .environment import _FALSE, _TRUE, refused
 from .wording import brief
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see _engine/record.py)
@@ -34,11 +35,9 @@ def _pure_python_wanted(text: str) -> bool:
     if word in _TRUE:
         return True
     if word and word not in _FALSE:
-        warnings.warn(
-            f"{VARIABLE}={brief(text)} is ignored: it takes 1/0/true/false/yes/no/on/off in any case",
-            UserWarning,
-            stacklevel=2,
-        )
+        problem = f"{VARIABLE}={brief(text)} is ignored: it takes 1/0/true/false/yes/no/on/off in any case"
+        if not refused(VARIABLE, problem, raises=False):  # python -m backends lists it instead
+            warnings.warn(problem, UserWarning, stacklevel=2)
     return False
 
 

@@ -23,6 +23,33 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
+def _running_the_report() -> bool:
+    """Whether this import is ``python -m backends`` finding its module: Python sets
+    ``sys.argv[0]`` to ``"-m"`` while it does, and the module's name is the word of
+    ``sys.orig_argv`` just before the arguments that follow it (``-m backends``, ``-Im backends``,
+    ``-mbackends``)."""
+    argv, orig = sys.argv, sys.orig_argv
+    if not argv or argv[0] != "-m" or len(orig) <= len(argv):
+        return False
+    word = orig[len(orig) - len(argv)]
+    return word == "backends" or (word[:1] == "-" and word[1:2] != "-" and word[1:].partition("m")[2] == "backends")
+
+
+_REPORTING = _running_the_report()
+#: ``(variable, what is wrong with its value, whether import backends raises for it)`` for each
+#: variable whose value does not parse, in ``python -m backends`` only: there the import neither
+#: raises nor warns for it (the report lists it, and goes on without it). Empty elsewhere.
+REFUSED: list[tuple[str, str, bool]] = []
+
+
+def refused(variable: str, problem: str, raises: bool) -> bool:
+    """In ``python -m backends``: record ``variable`` in ``REFUSED`` and return ``True``, so that
+    the caller neither raises nor warns. Elsewhere ``False``: the caller does."""
+    if _REPORTING:
+        REFUSED.append((variable, problem, raises))
+    return _REPORTING
+
+
 def parse(flag: Flag, variable: str, text: str) -> Value:
     """Parse one variable's text for ``flag``; ``ValueError`` names the variable."""
     word = text.strip()
@@ -55,13 +82,13 @@ def _cupy_tf32(text: str) -> bool | None:
     try:
         return int(text) > 0
     except ValueError:  # not an integer, or more digits than int() takes
-        warnings.warn(
+        problem = (
             f"CUPY_TF32={brief(text)} is ignored: CuPy reads it as int(CUPY_TF32) > 0, which fails for this "
             "value (at CuPy's first float32 matrix product); set it to 0 or 1, or set "
-            "BACKENDS_CUDA_MATMUL_ALLOW_TF32",
-            UserWarning,
-            stacklevel=_outside_backends(),
+            "BACKENDS_CUDA_MATMUL_ALLOW_TF32"
         )
+        if not refused("CUPY_TF32", problem, raises=False):
+            warnings.warn(problem, UserWarning, stacklevel=_outside_backends())
         return None
 
 
@@ -92,7 +119,8 @@ def read(environ: Mapping[str, str]) -> dict[str, Value]:
 
     Raises ``ValueError`` naming the variable for a flag variable whose value does not
     parse; warns (``UserWarning``) for a ``CUPY_TF32`` that CuPy's parse rejects, which is
-    then ignored. ``BACKENDS_CUDA_MATMUL_ALLOW_TF32`` wins over ``CUPY_TF32``.
+    then ignored. ``BACKENDS_CUDA_MATMUL_ALLOW_TF32`` wins over ``CUPY_TF32``. In
+    ``python -m backends`` neither: such a variable goes in ``REFUSED`` and is left out.
     """
     found: dict[str, Value] = {}
     cupy_tf32 = environ.get("CUPY_TF32")
@@ -101,7 +129,11 @@ def read(environ: Mapping[str, str]) -> dict[str, Value]:
     for flag in FLAGS:
         text = environ.get(flag.env_var, "")
         if text.strip():
-            found[flag.name] = parse(flag, flag.env_var, text)
+            try:
+                found[flag.name] = parse(flag, flag.env_var, text)
+            except ValueError as error:
+                if not refused(flag.env_var, str(error), raises=True):
+                    raise
     return found
 
 
