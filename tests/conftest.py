@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import os
 from collections.abc import Generator, Iterator
 
 import pytest
@@ -11,6 +12,24 @@ import backends
 pytest_plugins = ["pytester", "tests._dev_tools"]
 
 from tests.standin_fixture import standin_cupy  # noqa: E402, F401  (the stand-in CuPy fixture)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own reads -n
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """A plain ``pytest`` (no paths: the README's command) runs on every core, as
+    ``pytest -n auto --dist worksteal`` (pytest-xdist, in the test extra; work stealing evens out
+    the long tests). Given paths, ``-n`` (``-n 0``: one process), ``--pdb``, on one core or without
+    pytest-xdist, it runs in this process, as pytest does."""
+    if (
+        config.args_source is pytest.Config.ArgsSource.TESTPATHS
+        and config.pluginmanager.has_plugin("xdist")
+        and config.getoption("numprocesses", None) is None
+        and not config.getoption("usepdb")
+        and not hasattr(config, "workerinput")  # an xdist worker
+        and (os.cpu_count() or 1) > 1
+    ):
+        config.option.numprocesses = "auto"
+        config.option.dist = "worksteal"
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,6 @@ runs (``pytester``) record what each step sees, and what is left after."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import io
 import textwrap
 import unittest
@@ -16,6 +15,7 @@ from typing import Any
 import pytest
 
 import backends
+from tests._helpers import NO_PLUGIN_AUTOLOAD, OUR_PLUGIN
 
 DEFAULTS = {flag.name: flag.default for flag in backends.FLAGS}
 SCOPES: dict[str, Callable[[], backends.Scope]] = {
@@ -428,10 +428,13 @@ def test_z_everything_seen_and_nothing_left():
 """
 
 
-def test_pytest_collects_decorated_test_cases_and_classes_and_nothing_leaks(pytester: pytest.Pytester) -> None:
+def test_pytest_collects_decorated_test_cases_and_classes_and_nothing_leaks(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The class's decoration is nearer the test than a marker is: it wins where both set a flag."""
-    if importlib.util.find_spec("pytest_asyncio") is not None:  # (its setting is unknown without it)
-        pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makeini("[pytest]\n")
     pytester.makepyfile(test_decorated=textwrap.dedent(SUITE))
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--backends-leaks=fail", "-W", "error")
+    for variable, value in NO_PLUGIN_AUTOLOAD.items():
+        monkeypatch.setenv(variable, value)
+    result = pytester.runpytest_subprocess(*OUR_PLUGIN, "--backends-leaks=fail", "-W", "error")
     result.assert_outcomes(passed=6)

@@ -138,7 +138,10 @@ RUNNERS = {
 
 
 @pytest.mark.parametrize("synced", [False, True], ids=["launch-hooks-only", "task-step-sync"])
-@pytest.mark.parametrize("runner", list(RUNNERS))
+# anyio's two back ends run the same loops as asyncio and trio do: slow, so in CI only.
+@pytest.mark.parametrize(
+    "runner", [pytest.param(name, marks=[pytest.mark.slow] if name.startswith("anyio") else []) for name in RUNNERS]
+)
 def test_a_thousand_tasks_on_one_thread(standin_cupy: ModuleType, runner: str, synced: bool) -> None:
     seen = RUNNERS[runner](standin_cupy, synced)
 
@@ -670,9 +673,11 @@ def dask_client() -> Iterator[Any]:
     distributed = pytest.importorskip(
         "distributed", reason="dask.distributed is not installed (pip install 'dask[distributed]')"
     )
+    # The scheduler's HTTP server on a free port: its default, 8787, falls back to another port with
+    # a warning (and an unclosed socket) when another cluster on this machine holds it.
     with (
         distributed.LocalCluster(
-            n_workers=1, processes=True, threads_per_worker=1, dashboard_address=None
+            n_workers=1, processes=True, threads_per_worker=1, dashboard_address="127.0.0.1:0"
         ) as cluster,
         distributed.Client(cluster) as client,
     ):

@@ -33,7 +33,7 @@ RUNNER = Path(_programs.__file__)
 #: Every batch covers every construct (the check below); a plain run takes two, CI all four.
 BATCHES = [
     (20240601, 150),
-    (7, 150),
+    pytest.param(7, 150, marks=pytest.mark.slow),
     pytest.param(31337, 150, marks=pytest.mark.slow),
     pytest.param(424242, 150, marks=pytest.mark.slow),
 ]

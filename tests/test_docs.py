@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import backends
+from tests._helpers import NO_PLUGIN_AUTOLOAD, OUR_PLUGIN
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
@@ -58,13 +59,15 @@ TEST_FILES = [(page, block) for page in PAGES for block in _blocks(page) if TEST
 @pytest.mark.parametrize(
     ("page", "block"), TEST_FILES, ids=[TEST_FILE.match(b)[1] for _, b in TEST_FILES]  # type: ignore[index]
 )
-def test_pytest_files_in_the_docs_pass_under_pytest(page: Path, block: str, pytester: pytest.Pytester) -> None:
+def test_pytest_files_in_the_docs_pass_under_pytest(
+    page: Path, block: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     name = TEST_FILE.match(block)[1]  # type: ignore[index]
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     pytester.path.joinpath(name).write_text(block, encoding="utf-8")
-    # Without Hypothesis's plugin, which imports all of Hypothesis at the end of every run
-    # (about half of such a run's time); these files do not use it.
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-W", "error", name)
+    for variable, value in NO_PLUGIN_AUTOLOAD.items():  # our plugin and pytest-asyncio's only
+        monkeypatch.setenv(variable, value)
+    result = pytester.runpytest_subprocess(*OUR_PLUGIN, "-p", "asyncio", "-W", "error", name)
     outcomes = result.parseoutcomes()
     assert result.ret == 0, result.stdout.str()
     assert outcomes.get("passed", 0) >= 1

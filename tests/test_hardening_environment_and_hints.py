@@ -23,7 +23,7 @@ import pytest
 import backends
 from backends._engine import environment
 
-from ._helpers import state
+from ._helpers import NO_PLUGIN_AUTOLOAD, OUR_PLUGIN, state
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,10 +96,9 @@ def test_a_backends_name_that_is_no_flag_is_ignored_at_import(variable: str, tex
 def test_a_pytest_run_with_the_plugin_survives_stray_backends_variables(tmp_path: Path) -> None:
     (tmp_path / "test_one.py").write_text("def test_one():\n    pass\n")
     (tmp_path / "tox.ini").write_text("[pytest]\n")
-    env = clean_environ(**NOT_FLAGS)
-    env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)  # the plugin loads through its entry point
+    env = clean_environ(**NOT_FLAGS, **NO_PLUGIN_AUTOLOAD)  # ours loads through its entry point's name
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        [sys.executable, "-m", "pytest", "-q", *OUR_PLUGIN, str(tmp_path)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -996,6 +996,7 @@ def segments(role: str) -> st.SearchStrategy[list[list[tuple[Any, ...]]]]:
 
 
 @settings(max_examples=20 * BUDGET, deadline=None, suppress_health_check=SLOW_IS_FINE)
+@pytest.mark.slow  # 2-3 s of threads; test_contexts_against_the_model runs by default
 @given(
     designated=segments("designated"),
     workers=st.lists(segments("worker"), min_size=THREADS - 1, max_size=THREADS - 1),

@@ -7,13 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests._helpers import NO_PLUGIN_AUTOLOAD, OUR_PLUGIN
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_pytest_example_passes() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BACKENDS_", "PYTEST_"))}
+    env.update(NO_PLUGIN_AUTOLOAD)  # our plugin, and pytest-asyncio's (this repository's config sets it)
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "examples/pytest_example", "-p", "no:cacheprovider", "-q"],
+        [sys.executable, "-m", "pytest", "examples/pytest_example", *OUR_PLUGIN, "-p", "asyncio", "-q"],
         cwd=ROOT, capture_output=True, text=True, timeout=120, env=env,
     )
     assert done.returncode == 0, done.stdout + done.stderr

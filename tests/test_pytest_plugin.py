@@ -2,21 +2,23 @@
 
 Each test writes a small suite into ``pytester``'s temporary directory and runs it with
 ``runpytest_subprocess``: a fresh interpreter that loads the plugin through its entry point
-(no conftest), exactly as a user's suite would.
+(no conftest), as a user's suite would. Plugin autoloading is off in those runs (``-p backends``
+loads ours by its entry point's name, and a test that needs another plugin names it: ``-p asyncio``),
+because importing every installed plugin, Hypothesis's above all, took most of each run's time;
+``test_the_plugin_is_autoloaded_through_its_entry_point`` runs with autoloading on.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import textwrap
 
 import pytest
 
-pytest_plugins = ["pytester"]
+from tests._helpers import NO_PLUGIN_AUTOLOAD, OUR_PLUGIN
 
-HAS_ASYNCIO_PLUGIN = importlib.util.find_spec("pytest_asyncio") is not None
+pytest_plugins = ["pytester"]
 
 # Helper pasted into the inner suites: every flag at its built-in default, nothing overridden.
 AT_DEFAULTS = """
@@ -31,21 +33,18 @@ def at_defaults():
 
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The inner runs inherit the environment: no flag defaults from it, plugins autoloaded."""
+    """The inner runs inherit the environment: no flag defaults from it, no plugin autoloaded."""
     for name in list(os.environ):
         if name.startswith("BACKENDS_") or name == "CUPY_TF32":
             monkeypatch.delenv(name)
-    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    for name, value in NO_PLUGIN_AUTOLOAD.items():
+        monkeypatch.setenv(name, value)
     monkeypatch.delenv("PYTEST_PLUGINS", raising=False)
 
 
 def _ini(pytester: pytest.Pytester, *lines: str) -> None:
     """A tox.ini for the inner run (so it never picks up this repository's config)."""
-    body = ["[pytest]"]
-    if HAS_ASYNCIO_PLUGIN:
-        body.append("asyncio_default_fixture_loop_scope = function")
-    body.extend(lines)
-    pytester.makeini("\n".join(body) + "\n")
+    pytester.makeini("\n".join(["[pytest]", *lines]) + "\n")
 
 
 def _source(text: str) -> str:
@@ -58,11 +57,45 @@ def _suite(text: str) -> str:
 
 
 def _run(pytester: pytest.Pytester, *args: str, timeout: float = 60) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=timeout)
+    """The inner suite in a fresh interpreter, with our plugin loaded by its entry point's name."""
+    return pytester.runpytest_subprocess(*OUR_PLUGIN, *args, timeout=timeout)
 
 
 def _lines(result: pytest.RunResult) -> list[str]:
     return result.outlines + result.errlines
+
+
+def test_the_plugin_is_autoloaded_through_its_entry_point(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a user's plain ``pytest`` does: no ``-p``, every installed plugin autoloaded, ours by its
+    ``pytest11`` entry point, with its marker, fixture and options."""
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    _ini(pytester, "asyncio_default_fixture_loop_scope = function")  # pytest-asyncio is autoloaded too
+    pytester.makepyfile(
+        test_autoloaded=_suite(
+            """
+            import pytest
+
+
+            @pytest.mark.backends({"cudnn.deterministic": True})
+            def test_marker():
+                assert backends.cudnn.deterministic is True
+
+
+            def test_fixture_undoes_its_defaults(backends_flags):
+                backends_flags.cudnn.benchmark = True
+                assert backends.cudnn.benchmark is True
+
+
+            def test_z_defaults_after():
+                assert at_defaults()
+            """
+        )
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--strict-markers", "--backends-leaks=fail")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["backends: leaks=fail, strict=off, *", "plugins: *scoped-backends-*"])
 
 
 # --------------------------------------------------------------------------------------------
@@ -322,7 +355,7 @@ def test_restores_what_it_changes():
     ("args", "ini"),
     [
         pytest.param(["--backends-leaks=warn"], [], id="option"),
-        pytest.param([], ["backends_leaks = warn"], id="ini"),
+        pytest.param([], ["backends_leaks = warn"], marks=pytest.mark.slow, id="ini"),
         pytest.param([], [], id="default"),
     ],
 )
@@ -350,7 +383,7 @@ def test_leaks_warn_reports_and_restores(pytester: pytest.Pytester, args: list[s
     ("args", "ini"),
     [
         pytest.param(["--backends-leaks=fail"], [], id="option"),
-        pytest.param([], ["backends_leaks = fail"], id="ini"),
+        pytest.param([], ["backends_leaks = fail"], marks=pytest.mark.slow, id="ini"),
     ],
 )
 def test_leaks_fail_errors_at_teardown(pytester: pytest.Pytester, args: list[str], ini: list[str]) -> None:
@@ -514,7 +547,7 @@ def test_marker_and_fixture_still_work(backends_flags):
     ("args", "ini"),
     [
         pytest.param(["--backends-strict"], [], id="option"),
-        pytest.param([], ["backends_strict = true"], id="ini"),
+        pytest.param([], ["backends_strict = true"], marks=pytest.mark.slow, id="ini"),
     ],
 )
 def test_strict_freezes_during_each_test_and_unfreezes_after(
@@ -667,7 +700,7 @@ async def test_z_defaults_after():
 )
 def test_pytest_asyncio(pytester: pytest.Pytester, mode: str, suite: str, passed: int) -> None:
     pytest.importorskip("pytest_asyncio", minversion="0.25")
-    _ini(pytester)
+    _ini(pytester, "asyncio_default_fixture_loop_scope = function")
     pytester.makepyfile(test_async=_source(suite))
     result = _run(pytester, "-p", "asyncio", f"--asyncio-mode={mode}", "--strict-markers", "--backends-leaks=fail")
     result.assert_outcomes(passed=passed)
@@ -1129,8 +1162,10 @@ def test_an_item_without_fixtures_is_held_from_its_setup_to_its_teardown(pyteste
     ("args", "ini", "named"),
     [
         pytest.param([], ["backends_strict = maybe"], "backends_strict", id="ini-strict"),
-        pytest.param([], ["backends_leaks = sometimes"], "backends_leaks", id="ini-leaks"),
-        pytest.param(["-o", "backends_strict=maybe"], [], "backends_strict", id="override-strict"),
+        pytest.param([], ["backends_leaks = sometimes"], "backends_leaks", marks=pytest.mark.slow, id="ini-leaks"),
+        pytest.param(
+            ["-o", "backends_strict=maybe"], [], "backends_strict", marks=pytest.mark.slow, id="override-strict"
+        ),
         pytest.param(["-o", "backends_leaks=sometimes"], [], "backends_leaks", id="override-leaks"),
         pytest.param(["--backends-leaks=sometimes"], [], "--backends-leaks", id="option-leaks"),
     ],
@@ -1385,7 +1420,12 @@ def test_clean():
 
 
 @pytest.mark.parametrize(
-    "filter_", ["error", "error::UserWarning", "error::backends.integrations.pytest_plugin.BackendsLeakWarning"]
+    "filter_",
+    [
+        "error",
+        pytest.param("error::UserWarning", marks=pytest.mark.slow),
+        pytest.param("error::backends.integrations.pytest_plugin.BackendsLeakWarning", marks=pytest.mark.slow),
+    ],
 )
 def test_leaks_under_warnings_made_errors_show_the_report_and_no_plugin_frame(
     pytester: pytest.Pytester, filter_: str
@@ -1419,7 +1459,13 @@ def test_an_import_time_leak_under_warnings_made_errors_is_a_collection_error(py
     ])
 
 
-@pytest.mark.parametrize("args", [["-W", "error"], ["--backends-leaks=fail"]], ids=["W-error", "fail"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["-W", "error"], id="W-error"),
+        pytest.param(["--backends-leaks=fail"], marks=pytest.mark.slow, id="fail"),
+    ],
+)
 def test_a_leak_found_after_ctrl_c_stopped_the_run_is_a_warning_with_no_traceback(
     pytester: pytest.Pytester, args: list[str]
 ) -> None:
@@ -1504,7 +1550,7 @@ def test_strict_mode_failures_show_no_plugin_frame(pytester: pytest.Pytester) ->
     result.assert_outcomes(failed=1, errors=2)
     output = result.stdout.str()
     assert "pytest_plugin.py" not in output, output
-    result.stdout.fnmatch_lines(["*ERROR at setup of test_in_a_fixture*", "conftest.py:*: in assigns"])
+    result.stdout.fnmatch_lines(["*ERROR at setup of test_in_a_fixture*", "*def assigns():", "conftest.py:*"])
     for flag in ("cudnn.benchmark", "cudnn.deterministic", "cudnn.benchmark_limit"):
         result.stdout.fnmatch_lines([f"E * RuntimeError: global flags are disabled *backends.{flag} cannot be*"])
 
