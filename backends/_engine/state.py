@@ -85,13 +85,17 @@ def read(name: str) -> Value:
     """The effective value of ``name`` in the current context."""
     slot = SLOT[name]
     value: Value | None = current()[VALUES][slot]
-    return published[0][slot] if value is None else value  # type: ignore[no-any-return]
+    return published[0][slot] if value is None else value
 
 
 def effective() -> dict[str, Value]:
     """Every flag's effective value in the current context, by dotted name."""
     values, defaults = current()[VALUES], published[0]
-    return {name: default if value is None else value for name, value, default in zip(NAMES, values, defaults)}
+    # (strict=False: the defaults end with their sources)
+    return {
+        name: default if value is None else value
+        for name, value, default in zip(NAMES, values, defaults, strict=False)
+    }
 
 
 def merged(below: tuple[Any, ...], alone: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -99,11 +103,13 @@ def merged(below: tuple[Any, ...], alone: tuple[Any, ...]) -> tuple[Any, ...]:
     ``alone``'s override where it has one, else ``below``'s (``alone`` itself where it has all)."""
     if None not in alone:
         return alone
-    return tuple([mine if mine is not None else theirs for mine, theirs in zip(alone, below)])
+    return tuple([mine if mine is not None else theirs for mine, theirs in zip(alone, below, strict=True)])
 
 
 def alone(overrides: Mapping[str, Value]) -> tuple[Any, ...]:
     """Checked ``{dotted name: value}`` overrides as ``values``: a value in each of their slots."""
+    if not overrides:
+        return EMPTY
     values: list[Any] = list(EMPTY)
     for name, value in overrides.items():
         values[SLOT[name]] = value
@@ -204,7 +210,8 @@ class SavedDefaults(Record):
 def save_defaults() -> SavedDefaults:
     with _lock:  # for the freeze: the defaults alone need no lock
         values = published[0]
-        return SavedDefaults(dict(zip(NAMES, values)), dict(zip(NAMES, values[SOURCES])), _frozen)
+        sources = dict(zip(NAMES, values[SOURCES], strict=True))
+        return SavedDefaults(dict(zip(NAMES, values, strict=False)), sources, _frozen)  # (values end with sources)
 
 
 def restore_defaults(saved: SavedDefaults) -> None:
@@ -236,7 +243,7 @@ def describe() -> list[FlagRow]:
     values, defaults = current()[VALUES], published[0]
     return [
         FlagRow(name, default, source) if value is None else FlagRow(name, value, "scope")
-        for name, value, default, source in zip(NAMES, values, defaults, defaults[SOURCES])
+        for name, value, default, source in zip(NAMES, values, defaults, defaults[SOURCES], strict=False)
     ]
 
 
