@@ -288,6 +288,10 @@ async def _live_tasks(n: int, body: Callable[[asyncio.Event], Any]) -> int:
     event.set()
     await asyncio.gather(*tasks)
     del tasks
+    # The loop still holds callbacks of the finished tasks (and so the tasks and their contexts):
+    # run them now, or this body's memory is released during the next measurement and lowers it.
+    for _ in range(3):
+        await asyncio.sleep(0)
     return during - before
 
 
@@ -653,7 +657,8 @@ def write_docs(out: Path, table: list[str], verdicts: list[Target], path: str, h
         "this stays flat unless something on the path contends (a lock); per-thread times would grow",
         "with N by construction. Memory rows: traced bytes (`tracemalloc`) while the tasks wait on an",
         "`asyncio.Event` inside their scope, minus the same number of tasks waiting on an Event without",
-        "one, divided by the number of tasks.",
+        "one, divided by the number of tasks; each measurement starts once the loop has released the",
+        "tasks of the one before (the callbacks it still held for them have run).",
         "",
         "The task-step and cuBLAS rows use the stand-in CuPy of `tests/standin` (no GPU), imported after",
         "the rows above, with its Python `cupy.cuda.device.get_device_id` replaced by a C-speed callable",

@@ -312,7 +312,7 @@ def test_an_unconfigured_compiled_module_raises_runtime_error() -> None:
         pytest.skip(f"pure Python here ({accelerator.reason}): no compiled module to import")
     code = """
 import backends._engine._speedups as compiled
-descriptor = compiled.flag_descriptor("cudnn.deterministic", property(lambda self: 1, lambda self, value: None))
+descriptor = compiled.flag_descriptor("cudnn.deterministic", 3, property(lambda self: 1, lambda self, value: None))
 class Holder:
     flag = descriptor
 class Scope(compiled.ScopeCore):

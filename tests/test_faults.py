@@ -46,7 +46,7 @@ def scoped(base: Rows, overrides: Mapping[str, object]) -> Rows:
 
 def no_scope_entered() -> bool:
     """Nothing entered in this context: no scope entry at all, even of an empty scope."""
-    return engine.ENTRY not in engine.current()
+    return engine.current()[engine.SCOPE] is None
 
 
 def assert_clean(expected: Rows) -> None:
@@ -179,7 +179,7 @@ def interrupted_state(scope: backends.Scope, start: Rows) -> str:
     now = rows()
     if no_scope_entered():
         return "clean" if now == start else f"no scope entered, yet {diff(now, start)}"
-    innermost = engine.current()[engine.ENTRY][0]
+    innermost = engine.current()[engine.SCOPE]
     if innermost is not scope or now != scoped(start, scope.overrides):
         return f"entered {innermost!r} with {diff(now, start)}"
     scope.__exit__(None, None, None)

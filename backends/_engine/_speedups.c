@@ -2,9 +2,12 @@
  * scope. The pure-Python engine (state.py, scope.py, namespace.py) is the reference and defines
  * every behaviour; this file only does, faster, the common case of each:
  *
- *   flag_descriptor()       a flag attribute: __get__ reads the current frame's override, else
- *                           the process default (namespace.py's property getter, line for line);
- *   ScopeCore.__enter__     publish {**parent, **overrides, ENTRY: (scope, token)} (scope.py);
+ *   flag_descriptor()       a flag attribute: __get__ reads the current frame's override in its
+ *                           slot, else the process default (namespace.py's property getter, line
+ *                           for line);
+ *   ScopeCore.__enter__     publish the frame (values, scope, token) (state.py, scope.py): the
+ *                           scope's own values over no scope, else its last merge over the same
+ *                           values below, else a new merge (kept as the last);
  *   ScopeCore.__exit__      reset the token when this scope is the innermost entry; anything
  *                           else (an out-of-order exit, another context, an exception walking
  *                           the chain) is handed to the pure-Python Scope._exit_slow;
@@ -44,16 +47,15 @@
 #endif
 
 typedef struct {
-    /* set by configure(): the ContextVar of frames, its default (the empty frame), the state
-     * module's namespace (where state.published, the process defaults, is rebound by every
-     * write: read there at each read) and ENTRY */
+    /* set by configure(): the ContextVar of frames, its default (NO_SCOPE, the frame outside any
+     * scope), EMPTY (the values of no override) and state.published, the one-item list whose
+     * item, the process defaults, is replaced by every write: read there at each read */
     PyObject *overrides_var;
     PyObject *no_scope;
-    PyObject *state_dict;
-    PyObject *entry_key;
+    PyObject *empty;
+    PyObject *published;
     PyObject *str_exit_slow;
     PyObject *str_enter_slow;
-    PyObject *str_published;
     PyTypeObject *flag_type;
     PyTypeObject *scope_type;
     PyTypeObject *fastflags_type;
@@ -88,22 +90,41 @@ configured(engine_state *st)
 typedef struct {
     PyObject_HEAD
     PyObject *module;    /* the module whose state this reads */
+    engine_state *state; /* that module's state, which lives as long as the module this holds */
     PyObject *name;      /* the dotted flag name */
+    Py_ssize_t slot;     /* its index in a frame's values and in the published defaults */
     PyObject *property;  /* the pure path's property: class access, setting, deleting, __doc__ */
-    /* The last read outside any scope: the defaults it read (held, so the address cannot be
-     * reused; defaults are never changed once published) and the value. No frame is kept, so
-     * no exited scope is kept alive by a read. */
-    PyObject *last_published, *last_value;
 } FlagDescriptor;
+
+/* A descriptor cleared by the garbage collector, which a finaliser can still reach. */
+static PyObject *
+cleared(void)
+{
+    PyErr_SetString(PyExc_RuntimeError, "this flag descriptor was cleared");
+    return NULL;
+}
+
+/* The pure path's getter: for what this engine never makes (a frame or defaults set by hand). */
+static PyObject *
+reference_get(FlagDescriptor *self, PyObject *obj, PyObject *type)
+{
+    PyObject *property = Py_NewRef(self->property);
+    PyObject *value = Py_TYPE(property)->tp_descr_get(property, obj, type);
+    Py_DECREF(property);
+    return value;
+}
 
 static PyObject *
 flag_get(PyObject *op, PyObject *obj, PyObject *type)
 {
     FlagDescriptor *self = (FlagDescriptor *)op;
+    if (self->state == NULL) {
+        return cleared();
+    }
     if (obj == NULL || obj == Py_None) {
         return Py_NewRef(self->property);
     }
-    engine_state *st = configured(module_state(self->module));
+    engine_state *st = configured(self->state);
     if (st == NULL) {
         return NULL;
     }
@@ -111,51 +132,36 @@ flag_get(PyObject *op, PyObject *obj, PyObject *type)
     if (PyContextVar_Get(st->overrides_var, st->no_scope, &frame) < 0) {
         return NULL;
     }
-    PyObject *published = PyDict_GetItemWithError(st->state_dict, st->str_published);
-    if (published == NULL) {
-        Py_DECREF(frame);
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_RuntimeError, "backends._engine.state has no published defaults");
+    Py_ssize_t slot = self->slot;
+    if (frame != st->no_scope) {
+        PyObject *values = PyTuple_CheckExact(frame) && PyTuple_GET_SIZE(frame) == 3 ? PyTuple_GET_ITEM(frame, 0) : NULL;
+        if (values == NULL || !PyTuple_CheckExact(values) || slot >= PyTuple_GET_SIZE(values)) {
+            Py_DECREF(frame);
+            return reference_get(self, obj, type); /* not a frame this engine made */
         }
-        return NULL;
-    }
-    Py_INCREF(published);
-    PyObject *value = NULL;
-    int outside = frame == st->no_scope;
-    if (!PyDict_CheckExact(frame)) { /* not a frame this engine made: the pure path's getter */
-        PyObject *property = Py_NewRef(self->property);
-        value = Py_TYPE(property)->tp_descr_get(property, obj, type);
-        Py_DECREF(property);
-        goto done;
-    }
-    if (outside && published == self->last_published) {
-        value = Py_NewRef(self->last_value);
-        goto done;
-    }
-    if (!outside) {
-        value = PyDict_GetItemWithError(frame, self->name);
-        if (value != NULL) {
+        PyObject *value = PyTuple_GET_ITEM(values, slot);
+        if (value != Py_None) { /* an override: owned before the frame is let go */
             Py_INCREF(value);
-            goto done;
-        }
-        if (PyErr_Occurred()) {
-            goto done;
+            Py_DECREF(frame);
+            return value;
         }
     }
-    value = PyObject_GetItem(published, self->name); /* a new reference; KeyError if missing */
-    if (value != NULL && outside) {
-        Py_XSETREF(self->last_published, Py_NewRef(published));
-        Py_XSETREF(self->last_value, Py_NewRef(value));
-    }
-done:
-    Py_DECREF(published);
     Py_DECREF(frame);
-    return value;
+    /* the process default: borrowed from the list and owned at once */
+    PyObject *published = PyList_GET_SIZE(st->published) == 1 ? PyList_GET_ITEM(st->published, 0) : NULL;
+    if (published != NULL && PyTuple_CheckExact(published) && slot < PyTuple_GET_SIZE(published)) {
+        return Py_NewRef(PyTuple_GET_ITEM(published, slot));
+    }
+    return reference_get(self, obj, type); /* not what state.py publishes */
 }
 
 static int
 flag_set(PyObject *op, PyObject *obj, PyObject *value)
 {
+    if (((FlagDescriptor *)op)->property == NULL) {
+        cleared();
+        return -1;
+    }
     PyObject *property = Py_NewRef(((FlagDescriptor *)op)->property);
     int result = Py_TYPE(property)->tp_descr_set(property, obj, value); /* checked at creation */
     Py_DECREF(property);
@@ -170,8 +176,6 @@ flag_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(self->module);
     Py_VISIT(self->name);
     Py_VISIT(self->property);
-    Py_VISIT(self->last_published);
-    Py_VISIT(self->last_value);
     return 0;
 }
 
@@ -179,11 +183,10 @@ static int
 flag_clear(PyObject *op)
 {
     FlagDescriptor *self = (FlagDescriptor *)op;
+    self->state = NULL; /* the module's, released below */
     Py_CLEAR(self->module);
     Py_CLEAR(self->name);
     Py_CLEAR(self->property);
-    Py_CLEAR(self->last_published);
-    Py_CLEAR(self->last_value);
     return 0;
 }
 
@@ -206,11 +209,13 @@ flag_dealloc(PyObject *op)
 static PyObject *
 flag_doc(PyObject *op, void *closure)
 {
-    return PyObject_GetAttrString(((FlagDescriptor *)op)->property, "__doc__");
+    PyObject *property = ((FlagDescriptor *)op)->property;
+    return property == NULL ? cleared() : PyObject_GetAttrString(property, "__doc__");
 }
 
 static PyMemberDef flag_members[] = {
     {"name", OBJECT_MEMBER, offsetof(FlagDescriptor, name), READONLY_MEMBER, "the dotted flag name"},
+    {"slot", SSIZE_MEMBER, offsetof(FlagDescriptor, slot), READONLY_MEMBER, "the flag's slot (state.SLOT)"},
     {"property", OBJECT_MEMBER, offsetof(FlagDescriptor, property), READONLY_MEMBER, "the pure-Python property"},
     {NULL},
 };
@@ -242,11 +247,18 @@ static PyType_Spec flag_spec = {
 static PyObject *
 flag_descriptor(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyUnicode_CheckExact(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "flag_descriptor(name, property) takes a str and a property");
+    if (nargs != 3 || !PyUnicode_CheckExact(args[0]) || !PyLong_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "flag_descriptor(name, slot, property) takes a str, an int and a property");
         return NULL;
     }
-    if (Py_TYPE(args[1])->tp_descr_get == NULL || Py_TYPE(args[1])->tp_descr_set == NULL) {
+    Py_ssize_t slot = PyLong_AsSsize_t(args[1]);
+    if (slot < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "flag_descriptor(): a slot is >= 0");
+        }
+        return NULL;
+    }
+    if (Py_TYPE(args[2])->tp_descr_get == NULL || Py_TYPE(args[2])->tp_descr_set == NULL) {
         PyErr_SetString(PyExc_TypeError, "flag_descriptor() needs a data descriptor (a property)");
         return NULL;
     }
@@ -256,9 +268,10 @@ flag_descriptor(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     self->module = Py_NewRef(module);
+    self->state = st;
     self->name = Py_NewRef(args[0]);
-    self->property = Py_NewRef(args[1]);
-    self->last_published = self->last_value = NULL;
+    self->slot = slot;
+    self->property = Py_NewRef(args[2]);
     PyObject_GC_Track(self);
     return (PyObject *)self;
 }
@@ -268,6 +281,8 @@ flag_descriptor(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 typedef struct {
     PyObject_HEAD
     PyObject *overrides; /* Scope._overrides: a dict of checked values, never changed once set */
+    PyObject *alone;     /* Scope._alone: those as values (one item per slot, None where not set) */
+    PyObject *memo;      /* Scope._memo: (values below, merged values), the last merge */
 } ScopeCore;
 
 /* The pure path's method `name` of `op`, called with args: every uncommon case. A ScopeCore
@@ -294,55 +309,103 @@ call_slow(PyObject *name, PyObject *op, PyObject *const *args, Py_ssize_t nargs,
     return result;
 }
 
+/* The values of a scope whose own are `alone` entered where `below` is in force (two tuples of
+ * one size, owned by the caller): alone's item where it is not None, else below's; alone itself
+ * where it has every slot (state.merged). */
+static PyObject *
+merge(PyObject *below, PyObject *alone)
+{
+    Py_ssize_t size = PyTuple_GET_SIZE(alone), i;
+    for (i = 0; i < size && PyTuple_GET_ITEM(alone, i) != Py_None; i++) {
+    }
+    if (i == size) {
+        return Py_NewRef(alone);
+    }
+    PyObject *values = PyTuple_New(size);
+    if (values == NULL) {
+        return NULL;
+    }
+    for (i = 0; i < size; i++) {
+        PyObject *mine = PyTuple_GET_ITEM(alone, i);
+        PyTuple_SET_ITEM(values, i, Py_NewRef(mine != Py_None ? mine : PyTuple_GET_ITEM(below, i)));
+    }
+    return values;
+}
+
+/* The values this scope publishes over `below` (a tuple of alone's size, owned by the caller):
+ * alone over no scope, else the last merge when it was over these same values, else a new one,
+ * kept as the last (scope.py's __enter__). */
+static PyObject *
+values_over(engine_state *st, ScopeCore *self, PyObject *below, PyObject *alone)
+{
+    if (below == st->empty) {
+        return Py_NewRef(alone);
+    }
+    PyObject *memo = self->memo; /* borrowed: nothing runs before the values are owned */
+    if (memo != NULL && PyTuple_CheckExact(memo) && PyTuple_GET_SIZE(memo) == 2 && PyTuple_GET_ITEM(memo, 0) == below) {
+        PyObject *values = PyTuple_GET_ITEM(memo, 1);
+        if (PyTuple_CheckExact(values) && PyTuple_GET_SIZE(values) == PyTuple_GET_SIZE(alone)) {
+            return Py_NewRef(values);
+        }
+    }
+    PyObject *values = merge(below, alone);
+    PyObject *pair = values == NULL ? NULL : PyTuple_Pack(2, below, values);
+    if (pair == NULL) {
+        Py_XDECREF(values);
+        return NULL;
+    }
+    Py_XSETREF(self->memo, pair); /* (the old one's release may run Python: values is owned) */
+    return values;
+}
+
 static PyObject *
 enter(engine_state *st, PyObject *op)
 {
     if (configured(st) == NULL) {
         return NULL;
     }
-    PyObject *overrides = ((ScopeCore *)op)->overrides;
-    if (overrides == NULL || !PyDict_CheckExact(overrides)) {
-        /* not the dict Scope() makes (missing, or set by hand): the pure path says what happens */
+    ScopeCore *self = (ScopeCore *)op;
+    PyObject *alone = self->alone;
+    if (alone == NULL || !PyTuple_CheckExact(alone) || PyTuple_GET_SIZE(alone) != PyTuple_GET_SIZE(st->empty)) {
+        /* not the values Scope() makes (missing, or set by hand): the pure path says what happens */
         return call_slow(st->str_enter_slow, op, NULL, 0, NULL);
     }
-    Py_INCREF(overrides); /* a finaliser run by an allocation below could replace _overrides */
-    PyObject *parent, *frame = NULL, *entry = NULL, *token, *result = NULL;
+    Py_INCREF(alone); /* a finaliser run by an allocation below could replace _alone */
+    PyObject *parent, *values = NULL, *frame = NULL, *token, *result = NULL;
     if (PyContextVar_Get(st->overrides_var, st->no_scope, &parent) < 0) {
         goto done;
     }
-    /* {**parent, **overrides}: below no other scope, a copy of the overrides alone (one
-     * allocation of a table that also has room for the entry) */
-    if (!PyDict_CheckExact(parent)) { /* not a frame this engine made: the pure path decides */
+    PyObject *below = PyTuple_CheckExact(parent) && PyTuple_GET_SIZE(parent) == 3 ? PyTuple_GET_ITEM(parent, 0) : NULL;
+    if (below == NULL || !PyTuple_CheckExact(below) || PyTuple_GET_SIZE(below) != PyTuple_GET_SIZE(alone)) {
+        /* not a frame this engine made (the pure path's list, or one set by hand): the pure path decides */
         Py_DECREF(parent);
         result = call_slow(st->str_enter_slow, op, NULL, 0, NULL);
         goto done;
     }
-    int below_none = PyDict_GET_SIZE(parent) == 0;
-    frame = PyDict_Copy(below_none ? overrides : parent);
+    values = values_over(st, self, below, alone); /* below is alive while parent is owned */
     Py_DECREF(parent);
-    if (frame == NULL) {
+    if (values == NULL) {
         goto done;
     }
-    /* The entry is made first, as (scope, None), and its token filled in right after
+    /* The frame is made first, as (values, scope, None), and its token filled in right after
      * publishing: nothing can exit this scope in between (no Python code runs here but a
      * garbage collection's finalisers, which then see a whole tuple). */
-    entry = PyTuple_Pack(2, op, Py_None);
-    if (entry == NULL || (!below_none && PyDict_Update(frame, overrides) < 0) ||
-        PyDict_SetItem(frame, st->entry_key, entry) < 0) {
+    frame = PyTuple_Pack(3, values, op, Py_None);
+    if (frame == NULL) {
         goto done;
     }
     token = PyContextVar_Set(st->overrides_var, frame);
     if (token == NULL) {
         goto done;
     }
-    PyObject *none = PyTuple_GET_ITEM(entry, 1);
-    PyTuple_SET_ITEM(entry, 1, token); /* the tuple takes our reference; only the frame shares it */
+    PyObject *none = PyTuple_GET_ITEM(frame, 2);
+    PyTuple_SET_ITEM(frame, 2, token); /* the tuple takes our reference; only the context shares it */
     Py_DECREF(none);
     result = Py_NewRef(op);
 done:
-    Py_XDECREF(entry);
     Py_XDECREF(frame);
-    Py_DECREF(overrides);
+    Py_XDECREF(values);
+    Py_DECREF(alone);
     return result;
 }
 
@@ -359,11 +422,9 @@ exit_(engine_state *st, PyObject *op, PyObject *const *args, Py_ssize_t nargs, P
     if (PyContextVar_Get(st->overrides_var, st->no_scope, &frame) < 0) {
         return NULL;
     }
-    PyObject *entry = PyDict_CheckExact(frame) ? PyDict_GetItemWithError(frame, st->entry_key) : NULL;
     PyObject *token = NULL;
-    if (entry != NULL && PyTuple_CheckExact(entry) && PyTuple_GET_SIZE(entry) == 2 &&
-        PyTuple_GET_ITEM(entry, 0) == op) {
-        token = Py_NewRef(PyTuple_GET_ITEM(entry, 1));
+    if (PyTuple_CheckExact(frame) && PyTuple_GET_SIZE(frame) == 3 && PyTuple_GET_ITEM(frame, 1) == op) {
+        token = Py_NewRef(PyTuple_GET_ITEM(frame, 2));
     }
     Py_DECREF(frame);
     if (token != NULL) {
@@ -378,9 +439,6 @@ exit_(engine_state *st, PyObject *op, PyObject *const *args, Py_ssize_t nargs, P
             return NULL;
         }
         PyErr_Clear();
-    }
-    else if (PyErr_Occurred()) {
-        return NULL;
     }
     return call_slow(st->str_exit_slow, op, args, nargs, NULL);
 }
@@ -590,6 +648,8 @@ scope_traverse(PyObject *op, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(op));
     Py_VISIT(((ScopeCore *)op)->overrides);
+    Py_VISIT(((ScopeCore *)op)->alone);
+    Py_VISIT(((ScopeCore *)op)->memo);
     return 0;
 }
 
@@ -597,6 +657,8 @@ static int
 scope_clear(PyObject *op)
 {
     Py_CLEAR(((ScopeCore *)op)->overrides);
+    Py_CLEAR(((ScopeCore *)op)->alone);
+    Py_CLEAR(((ScopeCore *)op)->memo);
     return 0;
 }
 
@@ -625,6 +687,8 @@ static PyMethodDef scope_methods[] = {
 
 static PyMemberDef scope_members[] = {
     {"_overrides", OBJECT_MEMBER, offsetof(ScopeCore, overrides), 0, "the flags this scope sets"},
+    {"_alone", OBJECT_MEMBER, offsetof(ScopeCore, alone), 0, "those as values: what entering publishes over no scope"},
+    {"_memo", OBJECT_MEMBER, offsetof(ScopeCore, memo), 0, "(values below, merged values): the last merge"},
     {NULL},
 };
 
@@ -847,9 +911,9 @@ fast_flags(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 configure(PyObject *module, PyObject *args)
 {
-    PyObject *var, *empty, *namespace, *entry;
-    if (!PyArg_ParseTuple(args, "O!O!O!U:configure", &PyContextVar_Type, &var, &PyDict_Type, &empty, &PyDict_Type,
-                          &namespace, &entry)) {
+    PyObject *var, *no_scope, *empty, *published;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!:configure", &PyContextVar_Type, &var, &PyTuple_Type, &no_scope, &PyTuple_Type,
+                          &empty, &PyList_Type, &published)) {
         return NULL;
     }
     /* Again only when scope.py is reloaded (importlib.reload): this module's objects then use
@@ -857,18 +921,18 @@ configure(PyObject *module, PyObject *args)
      * module (and a state) of its own. */
     engine_state *st = module_state(module);
     Py_XSETREF(st->overrides_var, Py_NewRef(var));
-    Py_XSETREF(st->no_scope, Py_NewRef(empty));
-    Py_XSETREF(st->state_dict, Py_NewRef(namespace));
-    Py_XSETREF(st->entry_key, Py_NewRef(entry));
+    Py_XSETREF(st->no_scope, Py_NewRef(no_scope));
+    Py_XSETREF(st->empty, Py_NewRef(empty));
+    Py_XSETREF(st->published, Py_NewRef(published));
     Py_RETURN_NONE;
 }
 
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
-     "configure(overrides, NO_SCOPE, vars(state), ENTRY): the engine's ContextVar, its default, "
-     "the state module's namespace and the entry key."},
+     "configure(overrides, NO_SCOPE, EMPTY, published): the engine's ContextVar, its default, "
+     "the values of no override and the cell of the process defaults."},
     {"flag_descriptor", (PyCFunction)(void (*)(void))flag_descriptor, METH_FASTCALL,
-     "flag_descriptor(name, property): a flag attribute that reads in C."},
+     "flag_descriptor(name, slot, property): a flag attribute that reads in C."},
     {"fast_flags", (PyCFunction)(void (*)(void))fast_flags, METH_FASTCALL,
      "fast_flags(single, fallback): a namespace's flags() with its one-bool-keyword calls in C."},
     {NULL},
@@ -887,8 +951,7 @@ engine_exec(PyObject *module)
     engine_state *st = module_state(module);
     st->str_exit_slow = PyUnicode_InternFromString("_exit_slow");
     st->str_enter_slow = PyUnicode_InternFromString("_enter_slow");
-    st->str_published = PyUnicode_InternFromString("published");
-    if (st->str_exit_slow == NULL || st->str_enter_slow == NULL || st->str_published == NULL) {
+    if (st->str_exit_slow == NULL || st->str_enter_slow == NULL) {
         return -1;
     }
     if (add_type(module, &flag_spec, NULL, &st->flag_type) < 0 ||
@@ -906,8 +969,8 @@ engine_traverse(PyObject *module, visitproc visit, void *arg)
     engine_state *st = module_state(module);
     Py_VISIT(st->overrides_var);
     Py_VISIT(st->no_scope);
-    Py_VISIT(st->state_dict);
-    Py_VISIT(st->entry_key);
+    Py_VISIT(st->empty);
+    Py_VISIT(st->published);
     Py_VISIT(st->flag_type);
     Py_VISIT(st->scope_type);
     Py_VISIT(st->fastflags_type);
@@ -921,11 +984,10 @@ engine_clear(PyObject *module)
     engine_state *st = module_state(module);
     Py_CLEAR(st->overrides_var);
     Py_CLEAR(st->no_scope);
-    Py_CLEAR(st->state_dict);
-    Py_CLEAR(st->entry_key);
+    Py_CLEAR(st->empty);
+    Py_CLEAR(st->published);
     Py_CLEAR(st->str_exit_slow);
     Py_CLEAR(st->str_enter_slow);
-    Py_CLEAR(st->str_published);
     Py_CLEAR(st->flag_type);
     Py_CLEAR(st->scope_type);
     Py_CLEAR(st->fastflags_type);

@@ -16,7 +16,7 @@ from . import state
 from .accelerator import speedups
 from .errors import TORCH_ONLY, UnknownFlagError, closest, nearest, not_scoped
 from .scope import Scope
-from .state import assign, current
+from .state import SLOT, VALUES, assign, current
 from .table import FLAGS, NAMES, VIEWS, Flag, View
 from .wording import show
 
@@ -30,17 +30,17 @@ def _flag_property(flag: Flag) -> Any:
     descriptor that reads in C what the property's getter reads, and for everything else
     (setting, deleting, reading it on the class, its ``__doc__``) is that property."""
     prop = _reference_property(flag)
-    return prop if speedups is None else speedups.flag_descriptor(flag.name, prop)
+    return prop if speedups is None else speedups.flag_descriptor(flag.name, SLOT[flag.name], prop)
 
 
 def _reference_property(flag: Flag) -> property:
-    name = flag.name
+    name, slot = flag.name, SLOT[flag.name]
 
-    # The hot path: one ContextVar.get and one or two dict lookups.
-    def get(self: object, _current: Any = current, _state: Any = state) -> Any:
-        frame = _current()
-        # state.published is rebound by every write: look it up on each read, never keep it.
-        return frame[name] if name in frame else _state.published[name]
+    # The hot path: one ContextVar.get and two to four index operations.
+    def get(self: object, _current: Any = current, _published: Any = state.published) -> Any:
+        value = _current()[VALUES][slot]
+        # published[0] is replaced by every write: read it on each read, never keep it.
+        return _published[0][slot] if value is None else value
 
     def set_(self: object, value: object) -> None:
         assign(name, value)

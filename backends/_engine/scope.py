@@ -3,10 +3,12 @@ decorator, and overrides only the flags it was given.
 
 Semantics, in the manner of ``decimal.localcontext`` and ``contextlib``:
 
-* entering publishes a new frame (the current overrides plus this scope's) in
-  the ContextVar and keeps the ContextVar token *in that frame*, never on the
-  scope, so one scope object can be entered many times, nested in itself and
-  from many threads and tasks at once;
+* entering publishes a new frame ``(values, scope, token)`` in the ContextVar (see
+  ``state``): the current overrides with this scope's on top, and the ContextVar token
+  kept *in that frame*, never on the scope, so one scope object can be entered many
+  times, nested in itself and from many threads and tasks at once. The scope keeps its
+  own overrides as ``values`` (``_alone``, what it publishes over no scope) and its last
+  merge over other ``values`` (``_memo``), so entering it again builds no new ones;
 * exiting checks that this scope is the innermost one of the current context
   and resets the token; anything else is refused with ``RuntimeError`` before
   any state changes, so the scopes can still be exited in the right order;
@@ -28,7 +30,7 @@ from types import TracebackType
 from . import state
 from .accelerator import speedups
 from .errors import show
-from .state import ENTRY, NO_SCOPE, check_mapping, current, effective, overrides
+from .state import EMPTY, NO_SCOPE, SCOPE, TOKEN, VALUES, alone, check_mapping, current, effective, merged, overrides
 from .table import NAMES, Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see record.py)
@@ -38,7 +40,10 @@ if TYPE_CHECKING:
     F = TypeVar("F", bound=Callable[..., Any])
 
 _set, _reset = overrides.set, overrides.reset  # bound once: entry and exit are hot
-_NO_ENTRY = (None, None)
+_NO_MEMO = (None, None)  # a scope's _memo before its first merge: (values below, merged values)
+#: What frames are: tuples (the compiled path's, and an assignment's), lists (the pure path's
+#: entry, which stores the token in its frame right after publishing it).
+_FRAMES = (tuple, list)
 #: What a call returns whose body runs later, when awaited or iterated: CPython's own
 #: types, which cannot be subclassed, so one set lookup of the result's type tells (about
 #: half the cost of isinstance() with a tuple, on the hot path of every decorated call).
@@ -48,14 +53,14 @@ _CO_ITERABLE_COROUTINE = 0x100  # inspect.CO_ITERABLE_COROUTINE (@types.coroutin
 
 
 if speedups is not None:
-    speedups.configure(overrides, NO_SCOPE, vars(state), ENTRY)
+    speedups.configure(overrides, NO_SCOPE, EMPTY, state.published)
 if TYPE_CHECKING or speedups is None:
     _Base = object
-    _SLOTS: tuple[str, ...] = ("__weakref__", "_label", "_overrides")
+    _SLOTS: tuple[str, ...] = ("__weakref__", "_label", "_overrides", "_alone", "_memo")
 else:
     # __enter__ and __exit__ (the common case) in C; every other case in _exit_slow below.
     _Base = speedups.ScopeCore
-    _SLOTS = ("__weakref__", "_label")  # _overrides is the C base's
+    _SLOTS = ("__weakref__", "_label")  # _overrides, _alone and _memo are the C base's
 
 
 class Scope(_Base):
@@ -78,6 +83,8 @@ class Scope(_Base):
 
     __slots__ = _SLOTS
     _overrides: dict[str, Value]
+    _alone: tuple[Any, ...]  # _overrides as values (state.alone), what entering publishes over no scope
+    _memo: tuple[Any, Any]  # (values below, merged values): the last merge, reused while they are in force
 
     def __init__(self, overrides: Mapping[str, Any], label: str | None = None) -> None:
         """``overrides`` maps dotted flag names to values; checked like ``backends.flags()``.
@@ -89,7 +96,10 @@ class Scope(_Base):
             if not issubclass(type(label), str):
                 raise TypeError(f"backends.Scope() takes a str label or None, got {show(label)}")
             label = str.__str__(label)
-        self._overrides = check_mapping(overrides, "backends.Scope()")
+        checked = check_mapping(overrides, "backends.Scope()")
+        self._overrides = checked
+        self._alone = alone(checked)
+        self._memo = _NO_MEMO
         self._label = label
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -116,11 +126,19 @@ class Scope(_Base):
     # __exit__, for every case but "this scope is the innermost entry of this context").
     def __enter__(self) -> Scope:
         parent = current()
-        frame = {**parent, **self._overrides}
+        below, values = parent[VALUES], self._alone
+        if below is not EMPTY:  # inside another scope: merge, or reuse the last merge over the same values
+            memo = self._memo
+            if memo[0] is below:
+                values = memo[1]
+            else:
+                values = merged(below, values)
+                self._memo = (below, values)  # one store: another thread sees the old pair or the new
+        frame = [values, self, None]
         try:
-            # No other context can see the frame before this line returns, so adding
-            # the entry right after publishing it is safe.
-            frame[ENTRY] = (self, _set(frame))
+            # No other context can see the frame before this line returns, so storing
+            # the token in it right after publishing it is safe.
+            frame[TOKEN] = _set(frame)
         except BaseException:
             # A signal (KeyboardInterrupt) handled between publishing the frame and
             # recording its entry: put the parent back, so a scope is never half-entered.
@@ -135,7 +153,7 @@ class Scope(_Base):
         exc: BaseException | None = None,
         tb: TracebackType | None = None,
     ) -> None:
-        scope, token = current().get(ENTRY, _NO_ENTRY)
+        _, scope, token = current()
         if scope is not self:
             token = self._enclosing_token(scope, exc_type)
         try:
@@ -164,10 +182,10 @@ class Scope(_Base):
         caller, refused before anything changes."""
         if exc_type is not None:
             frame: Any = current()
-            # Each frame's entry holds (scope, token); token.old_value is the frame below it
-            # (Token.MISSING, not a dict, below the first entry of a fresh context).
-            while type(frame) is dict and ENTRY in frame:
-                scope, token = frame[ENTRY]
+            # Each frame holds its entry's scope and token; token.old_value is the frame below
+            # it (Token.MISSING, not a frame, below the first entry of a fresh context).
+            while type(frame) in _FRAMES and len(frame) == 3 and frame[TOKEN] is not None:
+                _, scope, token = frame
                 if scope is self:
                     return token  # reset by the caller; refused there if of another context
                 frame = token.old_value
@@ -215,7 +233,7 @@ class Scope(_Base):
             # A signal before the reset changed nothing and left this scope innermost (a
             # refused exit leaves another one innermost): exit with it in flight.
             now = current()
-            if (frame is None or now is frame) and now.get(ENTRY, _NO_ENTRY)[0] is self:
+            if (frame is None or now is frame) and now[SCOPE] is self:
                 self.__exit__(type(error), error, error.__traceback__)
             raise
         return _exited()
@@ -367,7 +385,7 @@ def _unwind(scope: Scope, parent: Any, error: BaseException, exiting: bool = Fal
     frame = current()
     if frame is parent:
         return
-    if exiting and frame.get(ENTRY, _NO_ENTRY)[0] is not scope:
+    if exiting and frame[SCOPE] is not scope:
         return
     scope.__exit__(type(error), error, error.__traceback__)
 

@@ -1,15 +1,24 @@
-"""Where flag values live: process defaults plus one ContextVar of overrides.
+"""Where flag values live: process defaults plus one ContextVar of frames.
 
-The ContextVar holds a frame: the overrides active in this context, by dotted
-name, plus the scope entry that published it. A frame is never changed once
-another context could see it (copied contexts share it; the one write after
-publishing, the entry's token, happens before ``__enter__`` returns), so reads
-and scope entry/exit take no lock.
+Each flag has a slot, its index in the flag table (``SLOT[name]``). The ContextVar holds a
+frame, ``(values, scope, token)``: ``values`` is a tuple with one item per slot, the override
+active in this context or ``None`` where there is none (no flag's value is ``None``), and
+``scope`` and ``token`` are the innermost scope entry of this context (``token.old_value``
+is the frame below it). Outside any scope the frame is ``NO_SCOPE``: no overrides, no entry.
+A read is two index operations and, where the slot is ``None``, one into the defaults.
 
-Process defaults are published the same way: ``published`` is a dict that is never
-changed once published; a write builds a new one under ``_lock`` and rebinds the
-global (one store, atomic). A reader that takes one reference to ``published`` per
-call sees one whole write, never a mix of two, without a lock.
+``values`` tuples are immutable and shared: a scope keeps its overrides as such a tuple (its
+values over no scope) and its last merge over another one, so entering it again over the same
+values builds none. A live scope entry costs its 3-item frame and the ContextVar's own token.
+A frame is never changed once another context could see it (copied contexts share it; the
+pure path's frame is a list whose token is stored right after publishing it, before
+``__enter__`` returns), so reads and scope entry/exit take no lock.
+
+Process defaults are published the same way: ``published[0]`` is a tuple, one value per slot
+and then (at index ``SOURCES``) their sources, never changed once published; a write builds a
+new one under ``_lock`` and stores it in that one-item list (one store, atomic), the cell that
+both engines read. A reader that takes ``published[0]`` once per call sees one whole write,
+never a mix of two, without a lock.
 """
 
 from __future__ import annotations
@@ -31,13 +40,15 @@ if TYPE_CHECKING:
 
 VIEWS_BY_NAME = {view.name: view for view in VIEWS}
 
-#: A frame is a plain dict: dotted name -> override, plus the key ``ENTRY`` whose
-#: value is ``(scope, token)`` for the innermost scope entry of this context.
-#: Plain dicts copy fastest (``{**parent, **overrides}``), which is the cost of entry.
-ENTRY = ""  # a str (no flag has that name): a frame keeps a str-only table, half the size
-NO_SCOPE: dict[Any, Any] = {}
+#: Each flag's slot: its index in ``values`` tuples and in the published defaults.
+SLOT: dict[str, int] = {name: slot for slot, name in enumerate(NAMES)}
+#: The items of a frame.
+VALUES, SCOPE, TOKEN = 0, 1, 2
+#: ``values`` with no override.
+EMPTY: tuple[None, ...] = (None,) * len(NAMES)
+NO_SCOPE: tuple[Any, ...] = (EMPTY, None, None)
 
-overrides: ContextVar[dict[Any, Any]] = ContextVar("backends.overrides", default=NO_SCOPE)
+overrides: ContextVar[Any] = ContextVar("backends.overrides", default=NO_SCOPE)
 current = overrides.get
 # Set in the importing context (its value is the default): a ContextVar caches only a value
 # that is set, so reads there and in the contexts copied from it (asyncio tasks) take the
@@ -51,13 +62,16 @@ for _name, _value in environment.read(os.environ).items():
     BUILTIN[_name] = _value
     BUILTIN_SOURCE[_name] = "environment"
 
-#: In ``published``, the key whose value is ``{dotted name: source}`` (``describe()``'s
-#: column), so that a value and its source are published together.
-SOURCES = None
+#: In the published defaults, the index of the sources (``describe()``'s column), one per
+#: slot, so that a value and its source are published together.
+SOURCES = len(NAMES)
 
-#: The process defaults: dotted name -> value, plus ``SOURCES``. Never changed in place:
-#: ``_write_defaults`` rebinds it. Read it ONCE per call (``published = state.published``).
-published: dict[Any, Any] = {**BUILTIN, SOURCES: dict(BUILTIN_SOURCE)}
+#: The process defaults, ``published[0]``: one value per slot, then the tuple of their sources.
+#: A one-item list, the cell that the compiled path holds too; never changed but by
+#: ``_write_defaults``, which replaces its item. Read the item ONCE per call (``defaults = published[0]``).
+published: list[tuple[Any, ...]] = [
+    (*(BUILTIN[name] for name in NAMES), tuple(BUILTIN_SOURCE[name] for name in NAMES))
+]
 #: Serialises writers (so none is lost). Re-entrant, so that a signal handler that writes a
 #: default, or forks, while its thread is writing one does not deadlock. See "fork" below.
 _lock = threading.RLock()
@@ -69,15 +83,37 @@ version = 0
 
 def read(name: str) -> Value:
     """The effective value of ``name`` in the current context."""
-    frame = current()
-    value: Value = frame[name] if name in frame else published[name]
-    return value
+    slot = SLOT[name]
+    value: Value | None = current()[VALUES][slot]
+    return published[0][slot] if value is None else value
 
 
 def effective() -> dict[str, Value]:
     """Every flag's effective value in the current context, by dotted name."""
-    frame, values = current(), published
-    return {name: frame[name] if name in frame else values[name] for name in NAMES}
+    values, defaults = current()[VALUES], published[0]
+    # (strict=False: the defaults end with their sources)
+    return {
+        name: default if value is None else value
+        for name, value, default in zip(NAMES, values, defaults, strict=False)
+    }
+
+
+def merged(below: tuple[Any, ...], alone: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The ``values`` of a scope whose own are ``alone`` entered where ``below`` is in force:
+    ``alone``'s override where it has one, else ``below``'s (``alone`` itself where it has all)."""
+    if None not in alone:
+        return alone
+    return tuple([mine if mine is not None else theirs for mine, theirs in zip(alone, below, strict=True)])
+
+
+def alone(overrides: Mapping[str, Value]) -> tuple[Any, ...]:
+    """Checked ``{dotted name: value}`` overrides as ``values``: a value in each of their slots."""
+    if not overrides:
+        return EMPTY
+    values: list[Any] = list(EMPTY)
+    for name, value in overrides.items():
+        values[SLOT[name]] = value
+    return tuple(values)
 
 
 def check_mapping(mapping: object, what: str) -> dict[str, Value]:
@@ -102,12 +138,17 @@ def check_mapping(mapping: object, what: str) -> dict[str, Value]:
 
 
 def _write_defaults(values: Mapping[str, Value], sources: Mapping[str, str]) -> None:
-    """The one place process defaults change: a new ``published`` built from the current one
-    under the lock and published by one store, then ``version`` bumped for the sync layer."""
-    global published, version
+    """The one place process defaults change: new defaults built from the current ones under
+    the lock and published by one store, then ``version`` bumped for the sync layer."""
+    global version
     with _lock:
-        old = published
-        published = {**old, **values, SOURCES: {**old[SOURCES], **sources}}
+        old = published[0]
+        new, new_sources = list(old[:SOURCES]), list(old[SOURCES])
+        for name, value in values.items():
+            new[SLOT[name]] = value
+        for name, source in sources.items():
+            new_sources[SLOT[name]] = source
+        published[0] = (*new, tuple(new_sources))
         version += 1
 
 
@@ -120,7 +161,7 @@ def assign(name: str, value: object) -> None:
 def assign_checked(values: dict[str, Value]) -> None:
     """``assign()`` of checked values, all at once (one store, so no reader sees half of them)."""
     frame = current()
-    if ENTRY not in frame:
+    if frame[SCOPE] is None:  # outside any scope
         if _frozen:
             names = " and ".join(f"backends.{name}" for name in values)
             namespace = next(iter(values)).rpartition(".")[0]
@@ -132,7 +173,10 @@ def assign_checked(values: dict[str, Value]) -> None:
             )
         _write_defaults(values, dict.fromkeys(values, "process default"))
         return
-    overrides.set({**frame, **values})  # same entry: undone when that scope exits
+    new = list(frame[VALUES])
+    for name, value in values.items():
+        new[SLOT[name]] = value
+    overrides.set((tuple(new), frame[SCOPE], frame[TOKEN]))  # same entry: undone when that scope exits
 
 
 def set_defaults(mapping: Mapping[str, Any]) -> None:
@@ -165,8 +209,9 @@ class SavedDefaults(Record):
 
 def save_defaults() -> SavedDefaults:
     with _lock:  # for the freeze: the defaults alone need no lock
-        values = published
-        return SavedDefaults({name: values[name] for name in NAMES}, dict(values[SOURCES]), _frozen)
+        values = published[0]
+        sources = dict(zip(NAMES, values[SOURCES], strict=True))
+        return SavedDefaults(dict(zip(NAMES, values, strict=False)), sources, _frozen)  # (values end with sources)
 
 
 def restore_defaults(saved: SavedDefaults) -> None:
@@ -195,11 +240,10 @@ class FlagRow(Record):
 
 
 def describe() -> list[FlagRow]:
-    frame, values = current(), published
-    sources = values[SOURCES]
+    values, defaults = current()[VALUES], published[0]
     return [
-        FlagRow(name, frame[name], "scope") if name in frame else FlagRow(name, values[name], sources[name])
-        for name in NAMES
+        FlagRow(name, default, source) if value is None else FlagRow(name, value, "scope")
+        for name, value, default, source in zip(NAMES, values, defaults, defaults[SOURCES], strict=False)
     ]
 
 

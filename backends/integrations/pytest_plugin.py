@@ -209,14 +209,13 @@ def _walk(end: Any, start: Any, ours: list[backends.Scope]) -> tuple[list[str], 
     entered: list[str] = []
     frame = end
     try:
-        start_entry = start.get(state.ENTRY)
+        start_token = start[state.TOKEN]
         while frame is not start:
-            entry = frame.get(state.ENTRY)
-            if entry is None:
+            _, scope, token = frame
+            if token is None:
                 return entered[::-1], None
-            if entry is start_entry:
+            if token is start_token:
                 break
-            scope, token = entry
             if not any(scope is own for own in ours):
                 entered.append(repr(scope))
             frame = token.old_value
@@ -239,7 +238,7 @@ def _scope_leak(start: _Mark, end: _Mark, ours: list[backends.Scope]) -> str | N
     if stopped is not None and stopped is not start.frame:
         before, after = _effective_in(start.frame), _effective_in(stopped)
         changed = _diff(before, after)
-        enclosing = repr(start.frame[state.ENTRY][0])
+        enclosing = repr(start.frame[state.SCOPE])
         parts.append(f"changed flags of the scope it runs in ({enclosing}, entered before it): {'; '.join(changed)}")
     if not parts:
         before, after = _effective_in(start.frame), _effective_in(end.frame)

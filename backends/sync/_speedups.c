@@ -775,8 +775,9 @@ static PyObject *
 configure(PyObject *module, PyObject *args)
 {
     PyObject *var, *empty, *state_dict, *sync_dict, *push;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O:configure", &PyContextVar_Type, &var, &PyDict_Type, &empty, &PyDict_Type,
-                          &state_dict, &PyDict_Type, &sync_dict, &push)) {
+    /* the frames are compared by identity only: NO_SCOPE is whatever the engine's is */
+    if (!PyArg_ParseTuple(args, "O!OO!O!O:configure", &PyContextVar_Type, &var, &empty, &PyDict_Type, &state_dict,
+                          &PyDict_Type, &sync_dict, &push)) {
         return NULL;
     }
     sync_state *state = get_state(module);

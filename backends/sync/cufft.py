@@ -29,6 +29,7 @@ from .wrapping import replace
 
 MODULE = "cupy.fft._fft"
 FLAG = "cuda.cufft_plan_cache.max_size"
+_SLOT = state.SLOT[FLAG]
 
 
 class _Record:
@@ -49,13 +50,13 @@ _thread = threading.local()  # .records: id(cache) -> _Record (CuPy's caches are
 def wanted() -> int | None:
     """The flag's value where it is set in the current context (any ``describe()`` source but
     ``"default"``), else ``None``: CuPy's own plan cache size is then in force."""
-    frame = state.current()
-    if FLAG in frame:
-        return frame[FLAG]  # type: ignore[no-any-return]
-    published = state.published  # read once: values and sources are published together
-    if published[state.SOURCES][FLAG] == "default":
+    value = state.current()[state.VALUES][_SLOT]
+    if value is not None:
+        return value  # type: ignore[no-any-return]
+    defaults = state.published[0]  # read once: values and sources are published together
+    if defaults[state.SOURCES][_SLOT] == "default":
         return None
-    return published[FLAG]  # type: ignore[no-any-return]
+    return defaults[_SLOT]  # type: ignore[no-any-return]
 
 
 def _records() -> dict[int, _Record]:
