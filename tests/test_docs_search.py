@@ -123,13 +123,17 @@ def test_a_flags_name_finds_its_section_of_the_flag_reference_first(
 
 
 @pytest.mark.parametrize("query", sorted(PAGE_TITLES))
-def test_a_flags_attribute_that_is_a_page_title_finds_that_page_then_the_flags_section(
+def test_a_flags_attribute_that_is_a_page_title_finds_that_page_and_the_flags_section_first(
     query: str, results: dict[str, list[list[dict[str, object]]]]
 ) -> None:
+    """``benchmark`` is both the Benchmarks page and ``cudnn.benchmark``: the first two pages shown
+    are those two, in an order that the pages' words decide (docs/benchmarks.md is generated)."""
     pages = results[query]
     shown = [[item["location"] for item in page[:3]] for page in pages[:4]]
-    assert pages[0][0]["location"] == PAGE_TITLES[query], shown
-    assert pages[1][0]["location"] in NAMES[query], shown
+    first, second = (page[0]["location"] for page in pages[:2])
+    page_first = first == PAGE_TITLES[query] and second in NAMES[query]
+    section_first = first in NAMES[query] and second == PAGE_TITLES[query]
+    assert page_first or section_first, shown
 
 
 def test_no_result_shows_a_private_module_path(results: dict[str, list[list[dict[str, object]]]]) -> None:
