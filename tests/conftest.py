@@ -54,3 +54,18 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
     finally:
         pyfuncitem.obj = test
 
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[object]:
+    """One local Ray cluster (two CPUs, no dashboard) for every Ray test of this session (of this
+    pytest-xdist worker), shut down at its end; ``ray``, or a skip (tests/_dev_tools.py)."""
+    from tests._dev_tools import import_ray
+
+    ray = import_ray()
+    # The workers inherit this process's environment: BACKENDS_PURE_PYTHON picks their engine too.
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()

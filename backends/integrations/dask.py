@@ -18,8 +18,8 @@ defaults are never touched. A task that submits work itself passes its flags on 
 
 Mirrors: ``submit`` mirrors ``Client.submit``, ``map`` mirrors ``Client.map`` (keyword arguments
 are passed to Dask unchanged), and ``compute`` mirrors ``dask.compute``, for ``dask.delayed``
-objects. Needs ``dask[distributed]`` (``pip install 'scoped-backends[dask]'``) for ``submit`` and
-``map``, ``dask`` for ``compute``; ``import backends`` imports neither.
+objects and the collections ``dask.delayed`` takes. Needs ``dask[distributed]``
+(``pip install 'scoped-backends[dask]'``); ``import backends`` imports neither.
 """
 
 from __future__ import annotations
@@ -89,9 +89,17 @@ def _new_key(key: Any, token: str) -> Any:
     return f"{key}-{token}"
 
 
+def _node_under(flags: object, node: Any, keys: tuple[Any, ...], *values: Any) -> Any:
+    """A graph node run under ``flags``, given its dependencies' ``keys`` and ``values``."""
+    if not isinstance(flags, Snapshot):
+        raise TypeError(f"a task was called without the caller's flags, got {type(flags).__name__}")
+    with flags:
+        return node(dict(zip(keys, values, strict=True)))
+
+
 def _delayed_under(flags: Snapshot, delayed: Delayed) -> Delayed:
-    """A copy of ``delayed`` whose every task calls its function through ``UnderFlags`` with
-    ``flags``, under new keys (the same graph under other flags is other work: Dask must not
+    """A copy of ``delayed`` whose every task runs under ``flags`` (its arguments computed
+    inline included), under new keys (the same graph under other flags is other work: Dask must not
     share results between them). Needs Dask's task spec (Dask 2024.12 or newer)."""
     spec = getattr(dask, "_task_spec", None)
     if spec is None:
@@ -102,27 +110,34 @@ def _delayed_under(flags: Snapshot, delayed: Delayed) -> Delayed:
     flags_node = spec.DataNode(None, flags)
     rewritten = {}
     for key, node in graph.items():
-        node = node.substitute(subs, key=subs[key])
-        if type(node) is spec.Task:  # a call (not data, an alias or a container)
-            node = spec.Task(node.key, UnderFlags(node.func), flags_node, *node.args, **node.kwargs)
-        rewritten[node.key] = node
+        if isinstance(node, spec.TaskRef):  # a key that stands for another
+            node = spec.TaskRef(subs.get(node.key, node.key))
+        else:
+            node = node.substitute({dependency: subs[dependency] for dependency in node.dependencies}, key=subs[key])
+            if isinstance(node, spec.Task):  # a call: the whole of it, its inline arguments too, under the flags
+                dependencies = tuple(node.dependencies)
+                node = spec.Task(
+                    subs[key], _node_under, flags_node, spec.DataNode(None, node), spec.DataNode(None, dependencies),
+                    *[spec.TaskRef(dependency) for dependency in dependencies],
+                )
+        rewritten[subs[key]] = node
     return Delayed(subs[delayed.key], rewritten)
 
 
 def compute(*args: Any, **kwargs: Any) -> tuple[Any, ...]:
-    """``dask.compute(*args, **kwargs)`` with every task of each ``dask.delayed`` object run under
-    the flags effective now (on whichever scheduler ``dask.compute`` picks: the distributed
-    ``Client`` too); returns what ``dask.compute`` returns. Other values pass through as they do
-    in ``dask.compute``; another Dask collection (an array, a dataframe) raises ``TypeError``."""
+    """``dask.compute(*args, **kwargs)`` with every task of each Dask collection run under the
+    flags effective now, on whichever scheduler ``dask.compute`` picks (a distributed ``Client``
+    too); returns what ``dask.compute`` returns. ``dask.delayed`` objects, and collections that
+    ``dask.delayed`` takes (arrays, bags), also inside lists, tuples, sets and dicts as
+    ``dask.compute`` finds them (``traverse=True``); other values pass through unchanged. Raises
+    what ``dask.compute`` raises, and ``RuntimeError`` on a Dask older than 2024.12."""
     flags = snapshot()
+    traverse = kwargs.get("traverse", True)
     under = []
     for arg in args:
         if isinstance(arg, Delayed):
             arg = _delayed_under(flags, arg)
-        elif dask.is_dask_collection(arg):
-            raise TypeError(
-                f"backends.integrations.dask.compute() carries the flags into dask.delayed objects only, got "
-                f"{type(arg).__name__}: wrap the work in dask.delayed, or use submit()/map()"
-            )
+        elif dask.is_dask_collection(arg) or (traverse and isinstance(arg, list | tuple | set | dict)):
+            arg = _delayed_under(flags, dask.delayed(arg))
         under.append(arg)
     return dask.compute(*under, **kwargs)  # type: ignore[no-any-return]
