@@ -671,7 +671,7 @@ def test_bind_with_a_spawn_multiprocessing_pool() -> None:
 def dask_client() -> Iterator[Any]:
     """A real one-worker ``distributed.LocalCluster`` (a worker process), started and stopped here."""
     distributed = pytest.importorskip(
-        "distributed", reason="dask.distributed is not installed (pip install 'dask[distributed]')"
+        "distributed", reason="dask.distributed is not installed (pip install 'scoped-backends[dask]')"
     )
     # The scheduler's HTTP server on a free port: its default, 8787, falls back to another port with
     # a warning (and an unclosed socket) when another cluster on this machine holds it.

@@ -12,7 +12,6 @@ two replicas on the session's local Ray cluster, behind Serve's HTTP proxy on a 
 from __future__ import annotations
 
 import asyncio
-import socket
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -26,6 +25,7 @@ from tests.test_inference_server import (
     MAX_ELEMENTS,
     REQUEST_TIMEOUT_S,
     _check,
+    _free_port,
     _good_requests,
     httpx,
 )
@@ -35,12 +35,6 @@ pytest.importorskip("ray.serve", reason="Ray Serve is not installed (pip install
 pytestmark = pytest.mark.slow  # a Serve application: about 15 s to start, and 1,000 requests
 
 REQUESTS = 1_000
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

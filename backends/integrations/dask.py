@@ -34,7 +34,7 @@ from dask.delayed import Delayed
 
 from .._engine.scope import Snapshot, snapshot
 
-__all__ = ["compute", "map", "submit"]
+__all__ = ["UnderFlags", "compute", "map", "submit"]
 
 
 class UnderFlags:
