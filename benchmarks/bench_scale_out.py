@@ -104,7 +104,7 @@ def bench_dask(calls: int, pairs: int) -> str:
         from backends.integrations import dask as backends_dask
     except ImportError:
         return "Dask: not installed (pip install 'scoped-backends[dask]'), skipped"
-    cluster = LocalCluster(n_workers=1, processes=True, threads_per_worker=1, dashboard_address=None)
+    cluster = LocalCluster(n_workers=1, processes=True, threads_per_worker=1, dashboard_address="127.0.0.1:0")
     with cluster, Client(cluster) as client, backends.cudnn.flags(deterministic=True):
         result = alternate(
             lambda i: client.submit(echo, i, pure=False).result(),

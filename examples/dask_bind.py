@@ -22,7 +22,7 @@ def main() -> None:
     except ImportError:
         print("dask.distributed is not installed (pip install 'scoped-backends[dask]'): nothing to show")
         return
-    cluster = LocalCluster(n_workers=1, processes=True, threads_per_worker=1, dashboard_address=None)
+    cluster = LocalCluster(n_workers=1, processes=True, threads_per_worker=1, dashboard_address="127.0.0.1:0")
     with cluster, Client(cluster) as client:
         bound = backends.bind(work)  # the flags now, outside any scope
         with backends.cudnn.flags(deterministic=True):

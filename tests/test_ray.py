@@ -8,6 +8,7 @@ import asyncio
 import os
 import pickle
 import threading
+import uuid
 from typing import Any
 
 import pytest
@@ -146,9 +147,10 @@ def test_an_actor_handle_pickles_and_its_calls_carry_the_flags_of_the_caller() -
         assert ray.get(first.gather.remote(second), timeout=60) == (True, False, False)
     assert ray.get(first.gather.remote(copy), timeout=60) == DEFAULTS
     # A handle Ray gives back (a named actor) is wrapped by ActorHandle().
-    named = Counter.options(name="named-counter").remote(3)
+    name = f"counter-{uuid.uuid4()}"  # a name of this test's own, on the session's cluster
+    named = Counter.options(name=name).remote(3)
     ray.get(named.now.remote(), timeout=60)
-    again = backends_ray.ActorHandle(ray.get_actor("named-counter"))
+    again = backends_ray.ActorHandle(ray.get_actor(name))
     with backends.cudnn.flags(benchmark=True):
         assert ray.get(again.now.remote(), timeout=60)[0] == (False, True, False)
 
