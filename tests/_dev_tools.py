@@ -36,8 +36,8 @@ def import_ray() -> ModuleType:
     except ImportError:
         if not ray_has_a_wheel_here():
             version = ".".join(map(str, sys.version_info[:2]))
-            pytest.skip(f"Ray has no wheel for {sys.implementation.name} {version}")
-        pytest.skip("ray is not installed (pip install 'scoped-backends[ray]')")
+            pytest.skip(f"Ray has no wheel for {sys.implementation.name} {version}", allow_module_level=True)
+        pytest.skip("ray is not installed (pip install 'scoped-backends[ray]')", allow_module_level=True)
     return ray
 
 
