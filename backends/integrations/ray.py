@@ -11,9 +11,10 @@
         ref = work.remote(1)              # the task runs with cudnn.deterministic=True
 
 At each ``.remote()`` the caller takes a ``backends.snapshot()``, and Ray carries it to the worker
-as the call's first argument; the worker enters it as a scope around that call only, so a worker
-process that Ray reuses keeps nothing from one call to the next, and its process defaults are never
-touched. A task that calls ``.remote()`` itself passes its flags on the same way.
+as the call's first argument (pickled by the caller: ``bytes``, which Ray passes as they are); the
+worker enters it as a scope around that call only, so a worker process that Ray reuses keeps
+nothing from one call to the next, and its process defaults are never touched. A task that calls
+``.remote()`` itself passes its flags on the same way.
 
 Mirrors of Ray's objects: ``RemoteFunction`` (``.remote``, ``.options``), ``ActorClass``
 (``.remote`` makes an actor whose ``__init__`` runs under the caller's flags, ``.options``) and
@@ -21,7 +22,8 @@ Mirrors of Ray's objects: ``RemoteFunction`` (``.remote``, ``.options``), ``Acto
 other tasks). Coroutine methods (async actors), generator functions and threaded actors work as
 with Ray: each call is one scope in its own task or thread. ``ActorHandle(ray.get_actor(name))``
 wraps a handle Ray gives back. Ray's own objects underneath (``RemoteFunction.ray_remote_function``,
-``ActorHandle.ray_actor_handle``) take the snapshot as an explicit first argument; called without
+``ActorHandle.ray_actor_handle``) take the snapshot (a ``Snapshot``, or it pickled) as an explicit
+first argument; called without
 one, the worker raises ``TypeError`` saying so.
 
 Needs ``ray`` (``pip install 'scoped-backends[ray]'``); ``import backends`` does not import it.
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import pickle
 from collections.abc import Callable
 from typing import Any, overload
 
@@ -42,9 +45,19 @@ __all__ = ["ActorClass", "ActorHandle", "ActorMethod", "RemoteFunction", "remote
 
 
 
+def _pickled() -> bytes:
+    """The flags effective here, as the call carries them: ``backends.snapshot()``, pickled here.
+    Ray passes ``bytes`` as they are, where it would run a ``Snapshot`` through its own
+    serializer (about 0.4 ms more per call, benchmarks/bench_scale_out.py)."""
+    return pickle.dumps(snapshot(), protocol=pickle.HIGHEST_PROTOCOL)
+
+
 def _checked(flags: object, name: str) -> Snapshot:
-    """``flags`` if it is a ``backends.Snapshot``, else a ``TypeError`` that says how the call
-    was made wrongly."""
+    """The caller's snapshot: ``flags`` itself, or unpickled from the ``bytes`` that
+    ``.remote()`` sent (the snapshot's values are validated as it loads); a ``TypeError`` that
+    says how the call was made wrongly for anything else."""
+    if type(flags) is bytes:
+        flags = pickle.loads(flags)  # as Ray unpickles every argument: only from trusted peers
     if not isinstance(flags, Snapshot):
         raise TypeError(
             f"{name} was called without the caller's flags: its first argument must be a "
@@ -122,7 +135,7 @@ class RemoteFunction:
         """Ray's own remote function, whose first argument is the snapshot."""
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:
-        return self.ray_remote_function.remote(snapshot(), *args, **kwargs)
+        return self.ray_remote_function.remote(_pickled(), *args, **kwargs)
 
     def options(self, **options: Any) -> RemoteFunction:
         return RemoteFunction(self.ray_remote_function.options(**options))
@@ -165,7 +178,7 @@ class ActorClass:
         """Ray's own actor class, whose ``__init__`` and methods take the snapshot first."""
 
     def remote(self, *args: Any, **kwargs: Any) -> ActorHandle:
-        return ActorHandle(self.ray_actor_class.remote(snapshot(), *args, **kwargs))
+        return ActorHandle(self.ray_actor_class.remote(_pickled(), *args, **kwargs))
 
     def options(self, **options: Any) -> ActorClass:
         return ActorClass(self.ray_actor_class.options(**options))
@@ -212,7 +225,7 @@ class ActorMethod:
         self._name = name
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:
-        return self.ray_actor_method.remote(snapshot(), *args, **kwargs)
+        return self.ray_actor_method.remote(_pickled(), *args, **kwargs)
 
     def options(self, **options: Any) -> ActorMethod:
         return ActorMethod(self.ray_actor_method.options(**options), self._name)
