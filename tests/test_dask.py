@@ -45,7 +45,9 @@ def submits_again(tag: str) -> Any:
 @pytest.fixture(scope="module")
 def client() -> Iterator[Any]:
     with (
-        distributed.LocalCluster(n_workers=1, processes=True, threads_per_worker=1, dashboard_address="127.0.0.1:0") as cluster,
+        distributed.LocalCluster(
+            n_workers=1, processes=True, threads_per_worker=1, dashboard_address="127.0.0.1:0"
+        ) as cluster,
         distributed.Client(cluster) as client,
     ):
         yield client
