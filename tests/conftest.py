@@ -4,6 +4,7 @@ import contextvars
 import functools
 import os
 from collections.abc import Generator, Iterator
+from typing import Any
 
 import pytest
 
@@ -69,3 +70,21 @@ def ray_cluster() -> Iterator[object]:
         yield ray
     finally:
         ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def dask_client() -> Iterator[Any]:
+    """A real one-worker ``distributed.LocalCluster`` (a worker process, one thread, reused
+    for every task), started and stopped for each module that uses it"""
+    distributed = pytest.importorskip(
+        "distributed", reason="dask.distributed is not installed (pip install 'scoped-backends[dask]')"
+    )
+    # The scheduler's HTTP server on a free port: its default, 8787, falls back to another port with
+    # a warning (and an unclosed socket) when another cluster on this machine holds it.
+    with (
+        distributed.LocalCluster(
+            n_workers=1, processes=True, threads_per_worker=1, dashboard_address="127.0.0.1:0"
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client
