@@ -1,5 +1,6 @@
 """Check, with the resolver's dry run, that each CUDA extra installs CuPy *with* the CUDA libraries
-the sync layer reaches, and that the bare install brings nothing else.
+the sync layer reaches, that the ray and dask extras bring their engines, and that the bare install
+brings nothing else.
 
     python scripts/check_extras.py [PROJECT]     # PROJECT: a wheel, an sdist or a source tree (default: .)
 
@@ -27,6 +28,8 @@ EXPECTED: dict[str, set[str]] = {
         *(f"nvidia-{lib}" for lib in ("cublas", "cufft", "cusolver", "cusparse", "cuda-nvrtc")),
         "nvidia-cudnn-cu13",
     },
+    "ray": {"ray", "starlette", "uvicorn"},  # Ray Serve's HTTP stack, which the example deployment uses
+    "dask": {"dask", "distributed"},
 }
 
 

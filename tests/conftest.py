@@ -4,6 +4,7 @@ import contextvars
 import functools
 import os
 from collections.abc import Generator, Iterator
+from typing import Any
 
 import pytest
 
@@ -54,3 +55,36 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
     finally:
         pyfuncitem.obj = test
 
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[object]:
+    """One local Ray cluster (two CPUs, no dashboard) for every Ray test of this session (of this
+    pytest-xdist worker), shut down at its end; ``ray``, or a skip (tests/_dev_tools.py)."""
+    from tests._dev_tools import import_ray
+
+    ray = import_ray()
+    # The workers inherit this process's environment: BACKENDS_PURE_PYTHON picks their engine too.
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def dask_client() -> Iterator[Any]:
+    """A real one-worker ``distributed.LocalCluster`` (a worker process, one thread, reused
+    for every task), started and stopped for each module that uses it"""
+    distributed = pytest.importorskip(
+        "distributed", reason="dask.distributed is not installed (pip install 'scoped-backends[dask]')"
+    )
+    # The scheduler's HTTP server on a free port: its default, 8787, falls back to another port with
+    # a warning (and an unclosed socket) when another cluster on this machine holds it.
+    with (
+        distributed.LocalCluster(
+            n_workers=1, processes=True, threads_per_worker=1, dashboard_address="127.0.0.1:0"
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client

@@ -87,6 +87,8 @@ def test_cpu_answers_match_threadpoolctl() -> None:
 def test_import_backends_imports_neither_numpy_nor_cupy() -> None:
     code = (
         "import sys, backends\n"
+        # nor the engines of backends.integrations.ray and .dask, installed or not
+        "assert not {'ray', 'dask', 'distributed'} & set(sys.modules), sorted(sys.modules)\n"
         "before = ['numpy' in sys.modules, 'cupy' in sys.modules]\n"
         "backends.cuda.is_built(); backends.mps.is_available()\n"
         "print(before, ['numpy' in sys.modules, 'cupy' in sys.modules])\n"

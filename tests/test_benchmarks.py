@@ -188,3 +188,21 @@ def test_bench_server_quick_prints_both_variants_and_their_difference() -> None:
         assert "requests/s" in line and " p50 " in line and " p99 " in line and line.endswith(" ms"), line
     assert any(line.startswith("difference, scoped vs unscoped: requests/s ") for line in lines), result.stdout
     assert "loopback" in result.stdout
+
+
+def test_bench_scale_out_quick_prints_each_engine_beside_its_plain_call_as_a_ratio() -> None:
+    from tests._dev_tools import import_extra, import_ray
+
+    import_ray()
+    import_extra("distributed", "dask")
+    result = subprocess.run(
+        [sys.executable, "benchmarks/bench_scale_out.py", "--quick"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("in process: snapshot, pickle, unpickle, enter") for line in lines), result.stdout
+    for row in ("Ray task: plain (A), backends_ray (B)", "Dask submit: plain (A), backends_dask (B)"):
+        line = next(line for line in lines if line.startswith(row))
+        assert " A " in line and " B " in line and "added" in line and "ratio B/A" in line, line
+    assert "alternating pairs" in result.stdout  # plain and carrying calls measured in turns, in one run

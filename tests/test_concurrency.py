@@ -667,23 +667,6 @@ def test_bind_with_a_spawn_multiprocessing_pool() -> None:
 # -- Dask --------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def dask_client() -> Iterator[Any]:
-    """A real one-worker ``distributed.LocalCluster`` (a worker process), started and stopped here."""
-    distributed = pytest.importorskip(
-        "distributed", reason="dask.distributed is not installed (pip install 'dask[distributed]')"
-    )
-    # The scheduler's HTTP server on a free port: its default, 8787, falls back to another port with
-    # a warning (and an unclosed socket) when another cluster on this machine holds it.
-    with (
-        distributed.LocalCluster(
-            n_workers=1, processes=True, threads_per_worker=1, dashboard_address="127.0.0.1:0"
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
-        yield client
-
-
 def test_dask_submit_of_a_bound_function_runs_under_the_submitters_flags(dask_client: Any) -> None:
     with cudnn.flags(benchmark=True, deterministic=True):
         bound = dask_client.submit(backends.bind(tag_with_flags), "bound", pure=False)

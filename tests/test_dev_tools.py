@@ -20,6 +20,12 @@ def test_needs_a_tool_through_a_fixture(tool):
 
 def test_skips_for_another_reason():
     pytest.skip("CuPy is not installed")
+
+def test_needs_an_extra():
+    pytest.importorskip("no_such_engine_xyz", reason="no engine here (pip install 'scoped-backends[ray]')")
+
+def test_ray_without_a_wheel_for_this_python():
+    pytest.skip("Ray has no wheel for cpython 3.14")
 """
 
 
@@ -50,7 +56,7 @@ def test_without_the_variable_the_tool_tests_skip(
 ) -> None:
     monkeypatch.delenv("SCOPED_BACKENDS_DEV_TOOLS", raising=False)
     pytester.makepyfile(TESTS)
-    pytester.runpytest("-p", "tests._dev_tools", "-p", "no:asyncio").assert_outcomes(skipped=3)
+    pytester.runpytest("-p", "tests._dev_tools", "-p", "no:asyncio").assert_outcomes(skipped=5)
 
 
 def test_where_ci_requires_the_tools_their_skips_fail(
@@ -59,5 +65,6 @@ def test_where_ci_requires_the_tools_their_skips_fail(
     monkeypatch.setenv("SCOPED_BACKENDS_DEV_TOOLS", "required")
     pytester.makepyfile(TESTS)
     result = pytester.runpytest("-p", "tests._dev_tools", "-p", "no:asyncio")
-    result.assert_outcomes(failed=1, errors=1, skipped=1)
+    result.assert_outcomes(failed=2, errors=1, skipped=2)
     result.stdout.fnmatch_lines(["*SCOPED_BACKENDS_DEV_TOOLS=required, but this test was skipped*--group typing*"])
+    result.stdout.fnmatch_lines(["*DEV_TOOLS=required, but this test was skipped*scoped-backends[[]ray[]]*"])

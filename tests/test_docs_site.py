@@ -137,6 +137,20 @@ def test_the_api_reference_documents_every_public_name_of_the_integrations(site:
             assert here or in_package, f"{path}.{name} is not in the API reference"
 
 
+@pytest.mark.parametrize(("module_name", "engine", "extra"), [("ray", "ray", "ray"), ("dask", "distributed", "dask")])
+def test_the_api_reference_documents_every_public_name_of_the_ray_and_dask_integrations(
+    site: Path, module_name: str, engine: str, extra: str
+) -> None:
+    from tests._dev_tools import import_extra, import_ray
+
+    import_ray() if engine == "ray" else import_extra(engine, extra)
+    module = importlib.import_module(f"backends.integrations.{module_name}")
+    anchors = _anchors(_api_page(site))
+    assert module.__name__ in anchors
+    missing = [name for name in module.__all__ if f"{module.__name__}.{name}" not in anchors]
+    assert not missing, f"not in the API reference: {missing}"
+
+
 def test_the_api_reference_shows_no_private_path_in_headings_anchors_toc_or_search(site: Path) -> None:
     page = _api_page(site)
     shown = [

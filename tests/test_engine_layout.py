@@ -72,10 +72,15 @@ def test_the_integrations_package_names_each_integration_it_holds() -> None:
     package = importlib.import_module("backends.integrations")
     doc = package.__doc__ or ""
     held = sorted(p.stem for p in (PACKAGE / "integrations").glob("*.py") if p.stem != "__init__")
-    assert held == ["asyncio", "executors", "pytest_plugin", "trio"]
+    assert held == ["asyncio", "dask", "executors", "pytest_plugin", "ray", "trio"]
     for name in held:
         assert f"``{name}``" in doc, f"backends.integrations' docstring does not name {name}"
     assert "to come" not in doc
+    # Each engine's integration knows only its engine.
+    ray_source = (PACKAGE / "integrations" / "ray.py").read_text(encoding="utf-8")
+    dask_source = (PACKAGE / "integrations" / "dask.py").read_text(encoding="utf-8")
+    assert "import dask" not in ray_source and "distributed" not in ray_source
+    assert "import ray" not in dask_source
 
 
 def test_the_public_namespaces_have_one_module_and_the_base_class_another() -> None:

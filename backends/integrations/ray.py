@@ -1,0 +1,268 @@
+"""Ray tasks and actors that run under the flags of the code that calls ``.remote()``.
+
+``backends.integrations.ray.remote`` is used in place of ``ray.remote``, with the same arguments::
+
+    from backends.integrations import ray as backends_ray
+
+    @backends_ray.remote                  # or @backends_ray.remote(num_cpus=1, ...)
+    def work(x): ...
+
+    with backends.cudnn.flags(deterministic=True):
+        ref = work.remote(1)              # the task runs with cudnn.deterministic=True
+
+At each ``.remote()`` the caller takes a ``backends.snapshot()``, and Ray carries it to the worker
+as the call's first argument (pickled by the caller: ``bytes``, which Ray passes as they are); the
+worker enters it as a scope around that call only, so a worker process that Ray reuses keeps
+nothing from one call to the next, and its process defaults are never touched. A task that calls
+``.remote()`` itself passes its flags on the same way.
+
+Mirrors of Ray's objects: ``RemoteFunction`` (``.remote``, ``.options``), ``ActorClass``
+(``.remote`` makes an actor whose ``__init__`` runs under the caller's flags, ``.options``) and
+``ActorHandle`` (``handle.method.remote(...)``, ``.options``; it pickles, so it can be passed to
+other tasks). Coroutine methods (async actors), generator functions and threaded actors work as
+with Ray: each call is one scope in its own task or thread. ``ActorHandle(ray.get_actor(name))``
+wraps a handle Ray gives back. Ray's own objects underneath (``RemoteFunction.ray_remote_function``,
+``ActorHandle.ray_actor_handle``) take the snapshot (a ``Snapshot``, or it pickled) as an explicit
+first argument; called without
+one, the worker raises ``TypeError`` saying so.
+
+Needs ``ray`` (``pip install 'scoped-backends[ray]'``); ``import backends`` does not import it.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import pickle
+from collections.abc import Callable
+from typing import Any, overload
+
+import ray
+
+from .._engine.scope import Snapshot, snapshot
+
+__all__ = ["ActorClass", "ActorHandle", "ActorMethod", "RemoteFunction", "remote"]
+
+
+
+def _pickled() -> bytes:
+    """The flags effective here, as the call carries them: ``backends.snapshot()``, pickled here.
+    Ray passes ``bytes`` as they are, where it would run a ``Snapshot`` through its own
+    serializer (about 0.4 ms more per call, benchmarks/bench_scale_out.py)."""
+    return pickle.dumps(snapshot(), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _checked(flags: object, name: str) -> Snapshot:
+    """The caller's snapshot: ``flags`` itself, or unpickled from the ``bytes`` that
+    ``.remote()`` sent (the snapshot's values are validated as it loads); a ``TypeError`` that
+    says how the call was made wrongly for anything else."""
+    if type(flags) is bytes:
+        flags = pickle.loads(flags)  # as Ray unpickles every argument: only from trusted peers
+    if not isinstance(flags, Snapshot):
+        raise TypeError(
+            f"{name} was called without the caller's flags: its first argument must be a "
+            f"backends.Snapshot, got {type(flags).__name__}; call it through "
+            "backends.integrations.ray (work.remote(...), handle.method.remote(...)), or pass "
+            "backends.snapshot() first when calling the Ray object itself"
+        )
+    return flags
+
+
+def _under_flags(fn: Callable[..., Any], takes_self: bool = False) -> Callable[..., Any]:
+    """``fn`` as the worker runs it: the first argument (after ``self`` for a method) is the
+    caller's snapshot, entered as a scope around this call only. The wrapper keeps ``fn``'s kind
+    (coroutine, generator, async generator), which Ray reads to run it."""
+    name = getattr(fn, "__qualname__", repr(fn))
+
+    def split(args: tuple[Any, ...]) -> tuple[Snapshot, tuple[Any, ...]]:
+        if takes_self:
+            if len(args) < 2:
+                raise TypeError(f"{name} was called without the caller's flags (no arguments)")
+            return _checked(args[1], name), (args[0], *args[2:])
+        if not args:
+            raise TypeError(f"{name} was called without the caller's flags (no arguments)")
+        return _checked(args[0], name), args[1:]
+
+    wrapper: Any
+    if inspect.iscoroutinefunction(fn):
+
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            flags, rest = split(args)
+            with flags:
+                return await fn(*rest, **kwargs)
+
+    elif inspect.isasyncgenfunction(fn):
+
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            flags, rest = split(args)
+            async for item in flags(fn)(*rest, **kwargs):  # the scope holds only while fn's body runs
+                yield item
+
+    elif inspect.isgeneratorfunction(fn):
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            flags, rest = split(args)
+            return (yield from flags(fn)(*rest, **kwargs))
+
+    else:
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            flags, rest = split(args)
+            with flags:
+                return fn(*rest, **kwargs)
+
+    functools.update_wrapper(wrapper, fn)
+    del wrapper.__wrapped__
+    # Ray checks the arguments of each .remote() against this signature: fn's, with the snapshot
+    # first (after self), so a wrong call still fails in the caller.
+    parameters = list(inspect.signature(fn).parameters.values())
+    at = 1 if takes_self and parameters else 0
+    first = [p.replace(kind=inspect.Parameter.POSITIONAL_ONLY) for p in parameters[:at]]
+    flags = inspect.Parameter("_backends_flags", inspect.Parameter.POSITIONAL_ONLY)
+    wrapper.__signature__ = inspect.Signature([*first, flags, *parameters[at:]])
+    return wrapper  # type: ignore[no-any-return]
+
+
+# -- remote functions ------------------------------------------------------------------------------------
+class RemoteFunction:
+    """Mirrors ``ray.remote_function.RemoteFunction``: ``.remote(*args, **kwargs)`` runs the
+    function as a Ray task under the flags effective at that call and returns what Ray's
+    ``.remote()`` returns (an ``ObjectRef``, several, or a generator of them); ``.options(...)``
+    takes Ray's options and returns another ``RemoteFunction``. Pickles (Ray's own pickling)."""
+
+    def __init__(self, ray_remote_function: Any) -> None:
+        self.ray_remote_function = ray_remote_function
+        """Ray's own remote function, whose first argument is the snapshot."""
+
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        return self.ray_remote_function.remote(_pickled(), *args, **kwargs)
+
+    def options(self, **options: Any) -> RemoteFunction:
+        return RemoteFunction(self.ray_remote_function.options(**options))
+
+    def __repr__(self) -> str:
+        return f"backends.integrations.ray.RemoteFunction({self.ray_remote_function!r})"
+
+
+# -- actors -------------------------------------------------------------------------------------------------
+def _with_flags(cls: type) -> type:
+    """A subclass of ``cls`` whose ``__init__`` and public methods (static and class methods
+    too) take the snapshot first."""
+    overrides: dict[str, Any] = {}
+    for name in dir(cls):
+        if name.startswith("_") and name != "__init__":
+            continue
+        attribute = inspect.getattr_static(cls, name)
+        if isinstance(attribute, staticmethod):
+            overrides[name] = staticmethod(_under_flags(attribute.__func__))
+        elif isinstance(attribute, classmethod):
+            overrides[name] = classmethod(_under_flags(attribute.__func__, takes_self=True))
+        elif inspect.isfunction(attribute):
+            overrides[name] = _under_flags(attribute, takes_self=True)
+    if "__init__" not in overrides:  # object's own __init__: the snapshot is still given
+
+        def __init__(self: Any, flags: object, /) -> None:
+            _checked(flags, f"{cls.__qualname__}.__init__")
+
+        overrides["__init__"] = __init__
+    return type(cls.__name__, (cls,), {**overrides, "__module__": cls.__module__, "__qualname__": cls.__qualname__})
+
+
+class ActorClass:
+    """Mirrors ``ray.actor.ActorClass``: ``.remote(*args, **kwargs)`` creates the actor, its
+    ``__init__`` running under the flags effective at that call, and returns an ``ActorHandle``;
+    ``.options(...)`` takes Ray's options and returns another ``ActorClass``."""
+
+    def __init__(self, ray_actor_class: Any) -> None:
+        self.ray_actor_class = ray_actor_class
+        """Ray's own actor class, whose ``__init__`` and methods take the snapshot first."""
+
+    def remote(self, *args: Any, **kwargs: Any) -> ActorHandle:
+        return ActorHandle(self.ray_actor_class.remote(_pickled(), *args, **kwargs))
+
+    def options(self, **options: Any) -> ActorClass:
+        return ActorClass(self.ray_actor_class.options(**options))
+
+    def __repr__(self) -> str:
+        return f"backends.integrations.ray.ActorClass({self.ray_actor_class!r})"
+
+
+class ActorHandle:
+    """Mirrors ``ray.actor.ActorHandle``: ``handle.method`` is an ``ActorMethod`` whose
+    ``.remote()`` calls the actor under the flags effective at that call. Pickles as Ray's handle,
+    so it can be passed to other tasks and actors, whose calls then carry their own flags.
+
+    ``ActorHandle(handle)`` wraps a handle of an actor made by ``backends.integrations.ray.remote``
+    that Ray gave back (``ray.get_actor(name)``); anything else raises ``TypeError``."""
+
+    def __init__(self, ray_actor_handle: Any) -> None:
+        if not isinstance(ray_actor_handle, ray.actor.ActorHandle):
+            raise TypeError(
+                "backends.integrations.ray.ActorHandle() takes a Ray actor handle (ray.get_actor(name), "
+                f"or what ActorClass.remote() made), got {type(ray_actor_handle).__name__}"
+            )
+        self.ray_actor_handle = ray_actor_handle
+        """Ray's own handle, whose public methods take the snapshot first."""
+
+    def __getattr__(self, name: str) -> ActorMethod:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return ActorMethod(getattr(self.ray_actor_handle, name), name)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ActorHandle, (self.ray_actor_handle,))
+
+    def __repr__(self) -> str:
+        return f"backends.integrations.ray.ActorHandle({self.ray_actor_handle!r})"
+
+
+class ActorMethod:
+    """Mirrors ``ray.actor.ActorMethod``: ``.remote(*args, **kwargs)`` calls the method under the
+    flags effective at that call; ``.options(...)`` takes Ray's method options."""
+
+    def __init__(self, ray_actor_method: Any, name: str) -> None:
+        self.ray_actor_method = ray_actor_method
+        self._name = name
+
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        return self.ray_actor_method.remote(_pickled(), *args, **kwargs)
+
+    def options(self, **options: Any) -> ActorMethod:
+        return ActorMethod(self.ray_actor_method.options(**options), self._name)
+
+    def __repr__(self) -> str:
+        return f"backends.integrations.ray.ActorMethod({self._name!r})"
+
+
+# -- the decorator ------------------------------------------------------------------------------------------
+def _make(target: Any, options: dict[str, Any]) -> RemoteFunction | ActorClass:
+    already = (RemoteFunction, ActorClass, ray.remote_function.RemoteFunction, ray.actor.ActorClass)
+    if isinstance(target, already):
+        raise TypeError(
+            f"backends.integrations.ray.remote() takes the plain function or class, got {target!r}, which is "
+            "already remote: use @backends.integrations.ray.remote in place of @ray.remote, not on top of it"
+        )
+    decorate = ray.remote(**options) if options else ray.remote
+    if inspect.isclass(target):
+        return ActorClass(decorate(_with_flags(target)))
+    if inspect.isfunction(target):
+        return RemoteFunction(decorate(_under_flags(target)))
+    raise TypeError(f"backends.integrations.ray.remote() takes a function or a class, got {type(target).__name__}")
+
+
+@overload
+def remote(target: type, /) -> ActorClass: ...  # type: ignore[overload-overlap]
+@overload
+def remote(target: Callable[..., Any], /) -> RemoteFunction: ...
+@overload
+def remote(**options: Any) -> Callable[[Any], Any]: ...
+def remote(*args: Any, **options: Any) -> Any:
+    """``ray.remote`` whose tasks and actor calls run under the flags of the code that calls
+    ``.remote()``: ``@remote`` or ``@remote(**ray_options)`` on a function (a ``RemoteFunction``)
+    or a class (an ``ActorClass``). Raises ``TypeError`` for anything else, an object that is
+    already remote included; Ray's own errors (a bad option) pass through."""
+    if args and not options and len(args) == 1:
+        return _make(args[0], {})
+    if args:
+        raise TypeError("backends.integrations.ray.remote() takes one function or class, or only Ray's options")
+    return lambda target: _make(target, options)

@@ -1,0 +1,125 @@
+"""backends.integrations.dask on a real ``distributed.LocalCluster`` (one worker process, one
+thread, reused for every task): ``submit``, ``map`` and ``compute`` of ``dask.delayed`` objects run
+under the flags effective when the work is handed to Dask, and the worker keeps nothing between
+tasks."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+import backends
+from tests._dev_tools import import_extra
+
+dask = import_extra("dask", "dask")
+distributed = import_extra("distributed", "dask")
+backends_dask = pytest.importorskip("backends.integrations.dask")
+
+DEFAULTS = (False, False, False)
+
+
+def observed(tag: object = None) -> tuple[object, tuple[bool, bool, bool]]:
+    return tag, (backends.cudnn.deterministic, backends.cudnn.benchmark, backends.cuda.matmul.allow_tf32)
+
+
+def where(_: object = None) -> tuple[int, int, list[str]]:
+    """The worker's process and thread, and the sources of its flags outside any task's scope."""
+    import threading
+
+    return os.getpid(), threading.get_ident(), sorted({row.source for row in backends.describe()})
+
+
+def add_flag(pair: tuple[object, tuple[bool, bool, bool]]) -> tuple[object, tuple[bool, bool, bool], bool]:
+    return (*pair, backends.cudnn.deterministic)
+
+
+def submits_again(tag: str) -> Any:
+    """A task that hands work to Dask itself: its flags go along."""
+    with distributed.worker_client() as client, backends.cuda.matmul.tf32(True):
+        return backends_dask.submit(client, observed, tag).result(timeout=30)
+
+
+def test_submit_runs_under_the_flags_at_submit(dask_client: Any) -> None:
+    with backends.cudnn.flags(deterministic=True, benchmark=True):
+        scoped = backends_dask.submit(dask_client, observed, "scoped")
+        plain = dask_client.submit(observed, "plain")  # Dask alone: the worker's own defaults
+    after = backends_dask.submit(dask_client, observed, "after")
+    assert scoped.result(timeout=30) == ("scoped", (True, True, False))
+    assert plain.result(timeout=30) == ("plain", DEFAULTS)
+    assert after.result(timeout=30) == ("after", DEFAULTS)
+    assert dask_client.submit(os.getpid).result(timeout=30) != os.getpid()
+    backends.set_defaults({"cuda.matmul.allow_tf32": True})  # the caller's default goes along too
+    assert backends_dask.submit(dask_client, observed, "d").result(timeout=30) == ("d", (False, False, True))
+
+
+def test_the_same_call_under_other_flags_is_another_task(dask_client: Any) -> None:
+    # Dask's default pure=True names a task by its function and arguments: the snapshot is one.
+    with backends.cudnn.flags(deterministic=True):
+        first = backends_dask.submit(dask_client, observed, "same")
+    second = backends_dask.submit(dask_client, observed, "same")  # while `first` is still held
+    assert first.key != second.key
+    assert (first.result(timeout=30), second.result(timeout=30)) == (("same", (True, False, False)), ("same", DEFAULTS))
+    with backends.cudnn.flags(deterministic=True):
+        assert backends_dask.submit(dask_client, observed, "same").key == first.key  # same flags: same work
+    assert first.key.startswith("observed-")  # the function's own name, in keys and the dashboard
+
+
+def test_map_runs_every_task_under_the_flags_at_map(dask_client: Any) -> None:
+    with backends.cudnn.flags(benchmark=True):
+        futures = backends_dask.map(dask_client, observed, (i for i in range(5)))
+    assert dask_client.gather(futures) == [(i, (False, True, False)) for i in range(5)]
+    unscoped = backends_dask.map(dask_client, observed, range(2), pure=False)
+    assert dask_client.gather(unscoped) == [(0, DEFAULTS), (1, DEFAULTS)]
+    assert backends_dask.map(dask_client, observed) == []
+
+
+def test_compute_runs_every_delayed_task_under_the_flags_at_compute(dask_client: Any) -> None:
+    graph = dask.delayed(add_flag)(dask.delayed(observed)("leaf"))  # built outside any scope
+    with backends.cudnn.flags(deterministic=True):
+        ((scoped,),), sync = backends_dask.compute([graph]), backends_dask.compute(graph, 5, scheduler="sync")
+    assert scoped == ("leaf", (True, False, False), True)  # both tasks, on the distributed worker
+    assert sync == (("leaf", (True, False, False), True), 5)
+    assert backends_dask.compute(graph) == (("leaf", DEFAULTS, False),)
+    assert dask.compute(graph) == (("leaf", DEFAULTS, False),)  # Dask alone
+    with backends.cudnn.flags(benchmark=True):
+        assert backends_dask.compute(graph, scheduler="threads") == (("leaf", (False, True, False), False),)
+    assert backends_dask.compute({"k": graph}, 1, traverse=False)[1] == 1
+
+
+def deterministic_ones(block: Any) -> Any:
+    return block * 0 + backends.cudnn.deterministic
+
+
+def test_compute_of_an_array_runs_its_tasks_under_the_flags(dask_client: Any) -> None:
+    array = pytest.importorskip("dask.array", reason="dask.array needs numpy")
+    ones = array.zeros(6, chunks=2).map_blocks(deterministic_ones)
+    with backends.cudnn.flags(deterministic=True):
+        (scoped,) = backends_dask.compute(ones)
+    assert scoped.tolist() == [1.0] * 6
+    assert backends_dask.compute(ones)[0].tolist() == [0.0] * 6
+
+
+def test_a_reused_worker_keeps_nothing_between_tasks(dask_client: Any) -> None:
+    with backends.cudnn.flags(deterministic=True, benchmark=True):
+        scoped = [backends_dask.submit(dask_client, where, i) for i in range(5)]
+        backends_dask.compute(dask.delayed(where)())
+    plain = dask_client.submit(where, "after", pure=False).result(timeout=30)
+    places = {tuple(f.result(timeout=30)[:2]) for f in scoped}
+    assert places == {tuple(plain[:2])}  # one process and thread ran them all
+    assert {f.result()[2] == ["scope"] for f in scoped} == {True}
+    assert plain[2] == ["default"]  # and no flag is left there, as a scope or a process default
+
+
+def test_a_task_that_submits_carries_its_flags_further(dask_client: Any) -> None:
+    with backends.cudnn.flags(deterministic=True):
+        future = backends_dask.submit(dask_client, submits_again, "inner")
+    assert future.result(timeout=60) == ("inner", (True, False, True))
+
+
+def test_misuse_gets_a_clear_error(dask_client: Any) -> None:
+    with pytest.raises(TypeError, match="takes a callable, got int"):
+        backends_dask.submit(dask_client, 42)
+    with pytest.raises(TypeError, match=r"without the caller's flags: the first argument must be a backends\.Snapshot"):
+        backends_dask.UnderFlags(observed)({"cudnn.deterministic": True})
