@@ -40,6 +40,7 @@ from ._public_namespaces import mps as mps
 from ._public_namespaces import openmp as openmp
 from .sync import install_hooks as _install_hooks
 from .sync import sync as sync  # public, but not in ALL (below)
+from .sync.hooks import when_imported as _when_imported
 
 _PACKAGE = __name__.rpartition(".")[0]  # "backends": being imported, already in sys.modules
 
@@ -58,6 +59,16 @@ ALL = [
 _NOT_STARRED = ("Flag", "sync", "asyncio", "trio", "ThreadPoolExecutor", "Thread")
 
 _install_hooks()  # wraps CuPy's launch points when (or if already) CuPy imports them
+
+
+def _name_bound_flags_in_dask(_dask: _ModuleType) -> None:
+    """Once Dask is imported: its tokenizer names a ``Bound`` by its function and flags
+    (registered by ``backends.integrations.dask``), so ``client.submit(bind(fn), x)`` under
+    other flags is another pure task, never the result of the first."""
+    import backends.integrations.dask  # noqa: F401
+
+
+_when_imported("dask", _name_bound_flags_in_dask)
 
 # `import backends.cudnn` and `from backends.cuda import matmul` work like torch's modules.
 for _ns in (cudnn, cudnn.conv, cuda, cuda.matmul, cuda.cufft_plan_cache, algorithms, mps, mkl, mkldnn, openmp):

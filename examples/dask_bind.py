@@ -27,8 +27,8 @@ def main() -> None:
         bound = backends.bind(work)  # the flags now, outside any scope
         with backends.cudnn.flags(deterministic=True):
             lost = client.submit(work, 1).result()  # the worker process has its own defaults
-            kept = client.submit(backends.bind(work), 2, pure=False).result()
-            early = client.submit(bound, 3, pure=False).result()  # bind's flags: those when it was called
+            kept = client.submit(backends.bind(work), 2).result()
+            early = client.submit(bound, 3).result()  # bind's flags: those when it was called
             submitted = backends_dask.submit(client, work, 4).result()  # the flags at submit
             mapped = client.gather(backends_dask.map(client, work, [5, 6]))
             (computed,) = backends_dask.compute(dask.delayed(work)(7))

@@ -6,6 +6,8 @@ tasks."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -64,6 +66,42 @@ def test_the_same_call_under_other_flags_is_another_task(dask_client: Any) -> No
     with backends.cudnn.flags(deterministic=True):
         assert backends_dask.submit(dask_client, observed, "same").key == first.key  # same flags: same work
     assert first.key.startswith("observed-")  # the function's own name, in keys and the dashboard
+
+
+def test_a_bound_callable_under_other_flags_is_another_pure_task(dask_client: Any) -> None:
+    # backends.bind with Dask's default pure=True: the flags bound are part of the task's name.
+    with backends.cudnn.flags(deterministic=True):
+        first = dask_client.submit(backends.bind(observed), "bound")
+    second = dask_client.submit(backends.bind(observed), "bound")  # while `first` is still held
+    assert first.key != second.key
+    results = (first.result(timeout=30), second.result(timeout=30))
+    assert results == (("bound", (True, False, False)), ("bound", DEFAULTS))
+    with backends.cudnn.flags(deterministic=True):
+        assert dask_client.submit(backends.bind(observed), "bound").key == first.key  # same flags: same work
+
+
+PROBE = """
+import sys
+{first}
+from dask.base import tokenize
+
+def work(x):
+    return x
+
+with backends.cudnn.flags(deterministic=True):
+    scoped = tokenize(backends.bind(work), 1)
+    again = tokenize(backends.bind(work), 1)
+plain = tokenize(backends.bind(work), 1)
+assert scoped == again != plain, (scoped, again, plain)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("first", ["import backends\nimport dask", "import dask\nimport backends"])
+def test_dask_names_a_bound_callable_by_its_flags_whichever_is_imported_first(first: str) -> None:
+    probe = PROBE.format(first=first)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "ok\n", "")
 
 
 def test_map_runs_every_task_under_the_flags_at_map(dask_client: Any) -> None:

@@ -649,6 +649,11 @@ class Bound(functools.partial):  # type: ignore[type-arg]  # (partial[Any]: a ru
     def __reduce__(self) -> tuple[Any, ...]:
         return (Bound, (self.fn, self.snapshot))
 
+    def __dask_tokenize__(self) -> tuple[Any, ...]:
+        # Dask names a pure task (client.submit's default) by its function and arguments: the
+        # flags are part of the function, so the same call bound under other flags is other work.
+        return ("backends.bind", self.fn, tuple(self.snapshot.items()))
+
     def __repr__(self) -> str:
         return f"backends.bind({self.fn!r}) with {self.snapshot!r}"
 

@@ -29,12 +29,18 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import dask
-from dask.base import tokenize
+from dask.base import normalize_token, tokenize
 from dask.delayed import Delayed
 
-from .._engine.scope import Snapshot, snapshot
+from .._engine.scope import Bound, Snapshot, snapshot
 
 __all__ = ["UnderFlags", "compute", "map", "submit"]
+
+
+# Dask's tokenizer names a functools.partial by its function and arguments, which would leave a
+# Bound's flags out of its task's name: a Bound is named by its own __dask_tokenize__ instead.
+# (backends registers this on Dask's import, so plain client.submit(backends.bind(fn)) has it.)
+normalize_token.register(Bound)(Bound.__dask_tokenize__)
 
 
 class UnderFlags:
