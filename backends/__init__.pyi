@@ -6,7 +6,7 @@ an override made in a scope is seen only there, and assignment outside any
 scope sets the process default. See the contract page, ``docs/contract.md``, and the docs."""
 
 from collections.abc import Callable
-from typing import Generic, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar
 
 from backends import _types
 from backends._flagvalues import FlagValues as FlagValues
@@ -67,6 +67,8 @@ class Bound(Generic[_P, _R]):
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R: ...
     # A class attribute stays itself when read through an instance, as at run time.
     def __get__(self, instance: object, owner: type | None = None) -> Bound[_P, _R]: ...
+    # Dask's name for it (function and flags), for a pure task.
+    def __dask_tokenize__(self) -> tuple[Any, ...]: ...
 
 
 def bind(fn: Callable[_P, _R]) -> Bound[_P, _R]:

@@ -531,7 +531,7 @@ def override(name: str, head: str, doc_from: object) -> list[str]:
 def package_stub() -> str:
     wanted = [
         "from collections.abc import Callable",
-        "from typing import Generic, ParamSpec, TypeVar",
+        "from typing import Any, Generic, ParamSpec, TypeVar",
         "from backends import _types",
         "from backends._flagvalues import FlagValues as FlagValues",
     ]
@@ -581,6 +581,8 @@ def package_stub() -> str:
         "    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R: ...",
         "    # A class attribute stays itself when read through an instance, as at run time.",
         "    def __get__(self, instance: object, owner: type | None = None) -> Bound[_P, _R]: ...",
+        "    # Dask's name for it (function and flags), for a pure task.",
+        "    def __dask_tokenize__(self) -> tuple[Any, ...]: ...",
         "",
         "",
         *override("bind", "def bind(fn: Callable[_P, _R]) -> Bound[_P, _R]:", backends.bind),
