@@ -29,6 +29,7 @@ import backends
 from backends import _public_namespaces
 from backends._engine.namespace import Namespace
 from backends._engine.table import NAMES, VIEWS
+from tests._dev_tools import import_extra, import_ray
 from tests._helpers import PACKAGE  # the imported package: the wheel's where one is installed
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -230,6 +231,8 @@ def test_stubtest_finds_the_stubs_true_to_the_runtime_but_for_the_allowlist(engi
     entry unused (stubtest's default). A conditional entry goes in a second allowlist, first and
     in its plain form, where it applies: there stubtest reports it unused when it no longer is."""
     pytest.importorskip("mypy.stubtest", reason="mypy not installed (pip install --group typing)")
+    import_ray()  # stubtest imports every module, backends.integrations.ray and .dask too
+    import_extra("distributed", "dask")
     env = {key: value for key, value in os.environ.items() if key != "BACKENDS_PURE_PYTHON"}
     if engine == "pure":
         env["BACKENDS_PURE_PYTHON"] = "1"
