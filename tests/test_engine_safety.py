@@ -239,6 +239,90 @@ show(outcomes, backends.cudnn.deterministic)
     assert lines[0][1] is False
 
 
+def test_an_exit_walking_a_chain_of_frames_set_by_hand_that_loops_refuses_instead_of_hanging() -> None:
+    """A frame set by hand as a list whose token's ``old_value`` is that list (private API): an
+    exit with an exception in flight walks the chain of entries and must end, with the refusal."""
+    lines = run(
+        PRELUDE
+        + """
+from backends._engine import state
+scope, other = backends.flags({"cudnn.deterministic": True}), backends.flags({"cudnn.benchmark": True})
+loop = [state.EMPTY, other, None]
+state.overrides.set(loop)
+loop[2] = state.overrides.set(loop)  # its old_value: the list itself
+try:
+    try:
+        raise KeyError("out")
+    except KeyError as error:
+        scope.__exit__(KeyError, error, None)
+except RuntimeError as error:
+    show("refused", str(error).startswith("cannot exit"))
+state.overrides.set(state.NO_SCOPE)
+show(backends.cudnn.deterministic)
+""",
+        timeout=60,
+    )
+    assert lines == [["refused", True], [False]]
+
+
+def test_a_finaliser_run_by_an_exit_that_sets_the_overrides_cannot_crash() -> None:
+    """Frames freed by an exit run finalisers: a weakref callback on a scope left entered (public
+    API), dropped when an enclosing scope exits with an exception in flight, and a frame whose
+    values hold an object with ``__del__`` (private API), dropped by its own scope's exit. Each
+    sets the overrides ContextVar (an assignment, a ``set``). CPython's ``ContextVar.reset``
+    caches the value it restores only after releasing the old mapping, so anything freed inside
+    it that sets the variable leaves a cached value that the token alone holds: a use after free
+    (a segfault, or a read of another object). The exit must free nothing inside the reset."""
+    lines = run(
+        PRELUDE
+        + """
+import gc, weakref
+from backends._engine import state
+base = backends.flags({"cudnn.benchmark_limit": 5})
+outer = backends.flags({"cudnn.benchmark": True})
+def assign(_):
+    backends.cudnn.deterministic = True  # inside `base`: publishes a new frame
+for _ in range(3):
+    with base:
+        try:
+            with outer:
+                left = backends.flags({"cudnn.enabled": False})
+                ref = weakref.ref(left, assign)
+                left.__enter__()
+                backends.flags({"cudnn.allow_tf32": False}).__enter__()
+                del left
+                raise KeyError("out")
+        except KeyError:
+            pass
+        junk = [object() for _ in range(10000)]
+        show(backends.cudnn.deterministic, backends.cudnn.benchmark_limit, backends.cudnn.benchmark,
+             [tuple(row) for row in backends.describe()][1:4])
+    show(backends.cudnn.deterministic, backends.cudnn.benchmark_limit)
+
+class Resets:
+    def __del__(self):
+        state.overrides.set(state.NO_SCOPE)
+below, scope = backends.flags({"cudnn.benchmark": True}), backends.flags({"cudnn.deterministic": True})
+for _ in range(3):
+    context = __import__("contextvars").copy_context()
+    def exit_over_a_frame_with_a_finaliser():
+        below.__enter__()
+        scope.__enter__()
+        frame = state.current()
+        state.overrides.set(((Resets(),) + tuple(frame[0][1:]), scope, frame[2]))
+        del frame
+        scope.__exit__(None, None, None)
+        junk = [object() for _ in range(10000)]
+        return state.current() is state.NO_SCOPE, backends.cudnn.benchmark, backends.cudnn.deterministic
+    show(*context.run(exit_over_a_frame_with_a_finaliser))
+gc.collect()
+"""
+    )
+    inside = [True, 5, False, [["cudnn.benchmark", False, "default"], ["cudnn.benchmark_limit", 5, "scope"],
+                               ["cudnn.deterministic", True, "scope"]]]  # fmt: skip
+    assert lines == [inside, [False, 10]] * 3 + [[True, False, False]] * 3
+
+
 # -- 4. internal types ---------------------------------------------------------------------------
 
 INTERNAL_TYPES = (

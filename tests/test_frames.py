@@ -258,3 +258,44 @@ def test_private_values_replaced_by_hand_raise_at_worst(attribute: str, junk: ob
             if outer is not None:
                 outer.__exit__(None, None, None)
         assert rows() == base
+
+
+class _Shadow(tuple):  # type: ignore[type-arg]
+    """A values tuple whose items read as something else."""
+
+    def __getitem__(self, index: object) -> object:
+        return "shadow" if type(index) is int else tuple.__getitem__(self, index)  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize(
+    "junk",
+    [None, 5, (), ("x",), "memo", lambda scope, below: (below, _Shadow(scope._memo[1])),
+     lambda scope, below: (below, list(scope._memo[1])), lambda scope, below: (below, (*scope._memo[1], None))],
+)  # fmt: skip
+def test_a_last_merge_replaced_by_hand_is_used_as_the_reference_engine_uses_it(junk: object) -> None:
+    """A scope's ``_memo`` set by hand to anything (private API): entering the scope over the values
+    that merge was made over gives what the pure-Python engine gives, on either engine: the same
+    values read, or the same exception."""
+    outer, scope = backends.flags(B), backends.flags(A)
+    with outer, scope:
+        pass
+    below = scope._memo[0]
+    scope._memo = junk(scope, below) if callable(junk) else junk  # type: ignore[assignment]
+    reference = backends.Scope._enter_slow  # the pure path's entry, which the compiled one must match
+
+    def attempt(enter: object) -> object:
+        with outer:
+            try:
+                enter(scope)  # type: ignore[operator]
+            except Exception as error:
+                return type(error)
+            try:
+                found = attributes()
+                return [found[name] for name in ("cudnn.deterministic", "cudnn.benchmark", "cudnn.benchmark_limit")]
+            finally:
+                scope.__exit__(None, None, None)
+
+    saved = scope._memo
+    want = attempt(reference)
+    scope._memo = saved
+    assert attempt(type(scope).__enter__) == want

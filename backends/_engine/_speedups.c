@@ -332,30 +332,39 @@ merge(PyObject *below, PyObject *alone)
     return values;
 }
 
-/* The values this scope publishes over `below` (a tuple of alone's size, owned by the caller):
- * alone over no scope, else the last merge when it was over these same values, else a new one,
- * kept as the last (scope.py's __enter__). */
-static PyObject *
-values_over(engine_state *st, ScopeCore *self, PyObject *below, PyObject *alone)
+/* The values this scope publishes over `below` (a tuple of alone's size, owned by the caller), in
+ * *values: alone over no scope, else the last merge when it was over these same values, else a
+ * new one, kept as the last (scope.py's __enter__). Returns 0, -1 on an error, or 1 where _memo
+ * is not what Scope keeps there (missing, or set by hand): the pure path says what happens. */
+static int
+values_over(engine_state *st, ScopeCore *self, PyObject *below, PyObject *alone, PyObject **values)
 {
+    *values = NULL;
     if (below == st->empty) {
-        return Py_NewRef(alone);
+        *values = Py_NewRef(alone);
+        return 0;
     }
     PyObject *memo = self->memo; /* borrowed: nothing runs before the values are owned */
-    if (memo != NULL && PyTuple_CheckExact(memo) && PyTuple_GET_SIZE(memo) == 2 && PyTuple_GET_ITEM(memo, 0) == below) {
-        PyObject *values = PyTuple_GET_ITEM(memo, 1);
-        if (PyTuple_CheckExact(values) && PyTuple_GET_SIZE(values) == PyTuple_GET_SIZE(alone)) {
-            return Py_NewRef(values);
+    if (memo == NULL || !PyTuple_CheckExact(memo) || PyTuple_GET_SIZE(memo) != 2) {
+        return 1;
+    }
+    if (PyTuple_GET_ITEM(memo, 0) == below) {
+        PyObject *last = PyTuple_GET_ITEM(memo, 1);
+        if (!PyTuple_CheckExact(last) || PyTuple_GET_SIZE(last) != PyTuple_GET_SIZE(alone)) {
+            return 1;
         }
+        *values = Py_NewRef(last);
+        return 0;
     }
-    PyObject *values = merge(below, alone);
-    PyObject *pair = values == NULL ? NULL : PyTuple_Pack(2, below, values);
+    PyObject *merged = merge(below, alone);
+    PyObject *pair = merged == NULL ? NULL : PyTuple_Pack(2, below, merged);
     if (pair == NULL) {
-        Py_XDECREF(values);
-        return NULL;
+        Py_XDECREF(merged);
+        return -1;
     }
-    Py_XSETREF(self->memo, pair); /* (the old one's release may run Python: values is owned) */
-    return values;
+    Py_XSETREF(self->memo, pair); /* (the old one's release may run Python: merged is owned) */
+    *values = merged;
+    return 0;
 }
 
 static PyObject *
@@ -377,14 +386,18 @@ enter(engine_state *st, PyObject *op)
     }
     PyObject *below = PyTuple_CheckExact(parent) && PyTuple_GET_SIZE(parent) == 3 ? PyTuple_GET_ITEM(parent, 0) : NULL;
     if (below == NULL || !PyTuple_CheckExact(below) || PyTuple_GET_SIZE(below) != PyTuple_GET_SIZE(alone)) {
-        /* not a frame this engine made (the pure path's list, or one set by hand): the pure path decides */
+        /* not a frame an engine makes (one set by hand): the pure path decides */
         Py_DECREF(parent);
         result = call_slow(st->str_enter_slow, op, NULL, 0, NULL);
         goto done;
     }
-    values = values_over(st, self, below, alone); /* below is alive while parent is owned */
+    int over = values_over(st, self, below, alone, &values); /* below is alive while parent is owned */
     Py_DECREF(parent);
-    if (values == NULL) {
+    if (over == 1) {
+        result = call_slow(st->str_enter_slow, op, NULL, 0, NULL);
+        goto done;
+    }
+    if (over < 0) {
         goto done;
     }
     /* The frame is made first, as (values, scope, None), and its token filled in right after
@@ -426,10 +439,14 @@ exit_(engine_state *st, PyObject *op, PyObject *const *args, Py_ssize_t nargs, P
     if (PyTuple_CheckExact(frame) && PyTuple_GET_SIZE(frame) == 3 && PyTuple_GET_ITEM(frame, 1) == op) {
         token = Py_NewRef(PyTuple_GET_ITEM(frame, 2));
     }
-    Py_DECREF(frame);
     if (token != NULL) {
+        /* The frame is released only after the reset (as scope.py's __exit__ keeps it): CPython's
+         * ContextVar.reset caches the value it restores after releasing the context's old
+         * mapping, so a finaliser run inside it that sets the variable would leave that cache
+         * pointing to a value only the token holds. */
         int failed = PyContextVar_Reset(st->overrides_var, token);
         Py_DECREF(token);
+        Py_DECREF(frame);
         if (!failed) {
             Py_RETURN_NONE;
         }
@@ -439,6 +456,9 @@ exit_(engine_state *st, PyObject *op, PyObject *const *args, Py_ssize_t nargs, P
             return NULL;
         }
         PyErr_Clear();
+    }
+    else {
+        Py_DECREF(frame);
     }
     return call_slow(st->str_exit_slow, op, args, nargs, NULL);
 }

@@ -153,7 +153,13 @@ class Scope(_Base):
         exc: BaseException | None = None,
         tb: TracebackType | None = None,
     ) -> None:
-        _, scope, token = current()
+        # `frame` holds the frames this exit drops (the innermost one, and through its token
+        # those below it) until the reset has returned: CPython's ContextVar.reset caches the
+        # value it restores only after releasing the context's old mapping, so a finaliser run
+        # inside it (a weakref callback on a scope left entered) that sets the variable would
+        # leave that cache pointing to a value only the token holds, freed after the reset.
+        frame = current()
+        _, scope, token = frame
         if scope is not self:
             token = self._enclosing_token(scope, exc_type)
         try:
@@ -184,7 +190,11 @@ class Scope(_Base):
             frame: Any = current()
             # Each frame holds its entry's scope and token; token.old_value is the frame below
             # it (Token.MISSING, not a frame, below the first entry of a fresh context).
+            seen = set()  # a frame set by hand could chain back to itself: a loop without end
             while type(frame) in _FRAMES and len(frame) == 3 and frame[TOKEN] is not None:
+                if id(frame) in seen:
+                    break
+                seen.add(id(frame))
                 _, scope, token = frame
                 if scope is self:
                     return token  # reset by the caller; refused there if of another context

@@ -208,9 +208,13 @@ def _walk(end: Any, start: Any, ours: list[backends.Scope]) -> tuple[list[str], 
     frame), or ``None`` where the frames do not say (the engine's layout is its own)."""
     entered: list[str] = []
     frame = end
+    seen = set()  # a frame set by hand could chain back to itself
     try:
         start_token = start[state.TOKEN]
         while frame is not start:
+            if id(frame) in seen:
+                return entered[::-1], None
+            seen.add(id(frame))
             _, scope, token = frame
             if token is None:
                 return entered[::-1], None
