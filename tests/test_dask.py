@@ -130,6 +130,22 @@ def deterministic_ones(block: Any) -> Any:
     return block * 0 + backends.cudnn.deterministic
 
 
+def test_compute_runs_what_depends_on_futures_and_persisted_results_and_leaves_those_as_they_are(
+    dask_client: Any,
+) -> None:
+    # Work Dask has (a Future, a persisted collection) was computed when it was handed over, under
+    # the flags of that call; what compute() adds on top of it runs under the flags now.
+    future = dask_client.submit(observed, "future")
+    persisted = dask_client.persist(dask.delayed(observed)("persisted"))
+    with backends.cudnn.flags(deterministic=True):
+        on_future, on_persisted, alone = backends_dask.compute(
+            dask.delayed(add_flag)(future), dask.delayed(add_flag)(persisted), persisted
+        )
+    assert on_future == ("future", DEFAULTS, True)
+    assert on_persisted == ("persisted", DEFAULTS, True)
+    assert alone == ("persisted", DEFAULTS)
+
+
 def test_compute_of_an_array_runs_its_tasks_under_the_flags(dask_client: Any) -> None:
     array = pytest.importorskip("dask.array", reason="dask.array needs numpy")
     ones = array.zeros(6, chunks=2).map_blocks(deterministic_ones)

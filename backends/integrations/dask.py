@@ -110,16 +110,21 @@ def _delayed_under(flags: Snapshot, delayed: Delayed) -> Delayed:
     spec = getattr(dask, "_task_spec", None)
     if spec is None:
         raise RuntimeError(f"backends.integrations.dask.compute() needs dask 2024.12 or newer, not {dask.__version__}")
-    graph = spec.convert_legacy_graph(dict(delayed.__dask_graph__()))
+    legacy = dict(delayed.__dask_graph__())
+    graph = spec.convert_legacy_graph(legacy)
+    if delayed.key not in graph:  # persisted: computed already, under the flags it was persisted under
+        return delayed
     token = tokenize(flags)
     subs = {key: _new_key(key, token) for key in graph}
     flags_node = spec.DataNode(None, flags)
-    rewritten = {}
+    # What the conversion leaves out is computed already (a Future, a persisted result): kept as it is.
+    rewritten = {key: value for key, value in legacy.items() if key not in graph}
     for key, node in graph.items():
         if isinstance(node, spec.TaskRef):  # a key that stands for another
             node = spec.TaskRef(subs.get(node.key, node.key))
         else:
-            node = node.substitute({dependency: subs[dependency] for dependency in node.dependencies}, key=subs[key])
+            renamed = {dependency: subs.get(dependency, dependency) for dependency in node.dependencies}
+            node = node.substitute(renamed, key=subs[key])
             if isinstance(node, spec.Task):  # a call: the whole of it, its inline arguments too, under the flags
                 dependencies = tuple(node.dependencies)
                 node = spec.Task(
