@@ -106,3 +106,17 @@ def test_python_m_backends_reports_cupy_and_passes() -> None:
     assert "cuda.is_available()    False" in done.stdout
     if EXPECTED_CUPY:
         assert re.search(rf"^\s*CuPy\s+{re.escape(EXPECTED_CUPY)}$", done.stdout, re.M), done.stdout
+
+
+def test_the_compute_capability_query_reaches_the_real_runtime() -> None:
+    """The cuBLAS and cuTENSOR targets ask a device's compute capability through CuPy's runtime
+    module, which exports no name for the attribute (the first GPU launch once raised
+    ``AttributeError`` there). Without a driver the real module answers with its own
+    ``CUDARuntimeError``: the call got as far as the driver."""
+    from cupy_backends.cuda.api import runtime
+
+    from backends.sync import device_has_tf32
+
+    assert not hasattr(runtime, "deviceAttributeComputeCapabilityMajor")
+    with pytest.raises(runtime.CUDARuntimeError):
+        device_has_tf32(runtime, 0)

@@ -120,6 +120,20 @@ def quietly(call: Callable[..., object], *args: Any) -> None:
         pass
 
 
+# cudaDevAttrComputeCapabilityMajor (CUDA's driver_types.h): CuPy's runtime module takes the
+# attribute as a plain int and exports no name for it (CuPy's own code cimports the C enum).
+COMPUTE_CAPABILITY_MAJOR = 75
+
+
+def device_has_tf32(runtime: Any, device: int) -> bool:
+    """Whether ``device`` has TF32 tensor cores (compute capability >= 8.0, CuPy's own test in
+    ``_routines_linalg.pyx`` ``set_compute_type``), asked through CuPy's
+    ``cupy_backends.cuda.api.runtime`` module ``runtime``.
+
+    Raises what ``runtime.deviceGetAttribute`` raises (``CUDARuntimeError`` without a driver)."""
+    return bool(runtime.deviceGetAttribute(COMPUTE_CAPABILITY_MAJOR, device) >= 8)
+
+
 def sync() -> None:
     """Push the effective flags into the current thread's CuPy handles on the current
     device, now: the cuBLAS handles' math mode (``cuda.matmul.*``) and the cuFFT plan

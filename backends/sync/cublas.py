@@ -73,7 +73,7 @@ from typing import Any
 
 from .._engine import state
 from .._engine.state import current, read
-from . import compiled, invalidate, quietly
+from . import compiled, device_has_tf32, invalidate, quietly
 from .nondeterministic import alert
 from .wrapping import original, replace
 
@@ -159,8 +159,7 @@ def _adopt(handle: int) -> bool:
     handle); return whether that device has TF32: compute capability >= 8.0, CuPy's own
     test (``_routines_linalg.pyx`` ``set_compute_type``)."""
     device = _runtime.getDevice()
-    major = _runtime.deviceGetAttribute(_runtime.deviceAttributeComputeCapabilityMajor, device)
-    has_tf32 = _has_tf32[handle] = bool(major >= 8)
+    has_tf32 = _has_tf32[handle] = device_has_tf32(_runtime, device)
     _workspace.setdefault(handle, os.environ.get("CUBLAS_WORKSPACE_CONFIG"))
     _stream_of.setdefault(handle, SOME_DEFAULT)  # made before we wrapped create(): launches unseen
     handles: dict[int, list[int]] = _mine.__dict__.setdefault("handles", {})

@@ -39,6 +39,7 @@ from types import ModuleType
 from typing import Any
 
 from .._engine.state import read
+from . import device_has_tf32
 from .wrapping import replace
 
 MODULE = "cupyx.cutensor"
@@ -66,8 +67,7 @@ def _tf32_possible() -> bool:
         device = _runtime.getDevice()
         has = _has_tf32.get(device)
         if has is None:
-            major = _runtime.deviceGetAttribute(_runtime.deviceAttributeComputeCapabilityMajor, device)
-            has = _has_tf32[device] = bool(major >= 8)
+            has = _has_tf32[device] = device_has_tf32(_runtime, device)
         return has
     except Exception:
         return False

@@ -58,8 +58,8 @@ _contraction_compute_descs = {
 
 
 def check_availability(name: str) -> bool:
-    major = runtime.deviceGetAttribute(runtime.deviceAttributeComputeCapabilityMajor, runtime.getDevice())
-    minor = runtime.deviceGetAttribute(runtime.deviceAttributeComputeCapabilityMinor, runtime.getDevice())
+    major = runtime.deviceGetAttribute(75, runtime.getDevice())
+    minor = runtime.deviceGetAttribute(76, runtime.getDevice())
     return name in ("contraction", "reduction", "elementwise") and major * 10 + minor >= 60
 
 

@@ -137,8 +137,8 @@ class Device(metaclass=_ClosedType):
 
     @property
     def compute_capability(self) -> str:
-        major = _deviceGetAttribute(_runtime_module.deviceAttributeComputeCapabilityMajor, self.id)
-        minor = _deviceGetAttribute(_runtime_module.deviceAttributeComputeCapabilityMinor, self.id)
+        major = _deviceGetAttribute(75, self.id)
+        minor = _deviceGetAttribute(76, self.id)
         return f"{major}{minor}"
 
     def _get_handle(self, name: str, create_func: Callable[[], int], destroy_func: Callable[[int], Any]) -> int:

@@ -30,10 +30,10 @@ CUDA_R_8U = 8
 CUDA_C_8U = 9
 CUDA_R_16BF = 14
 
-errorInvalidValue = 1
-errorInsufficientDriver = 35
-errorNoDevice = 100
-errorInvalidDevice = 101
+_errorInvalidValue = 1
+_errorInsufficientDriver = 35
+_errorNoDevice = 100
+_errorInvalidDevice = 101
 
 # streams (driver_types.h): the legacy and per-thread default streams are these handles
 streamDefault = 0
@@ -41,17 +41,17 @@ streamNonBlocking = 1
 streamLegacy = 1
 streamPerThread = 2
 
-deviceAttributeComputeCapabilityMajor = 75
-deviceAttributeComputeCapabilityMinor = 76
+_deviceAttributeComputeCapabilityMajor = 75
+_deviceAttributeComputeCapabilityMinor = 76
 
 _ERRORS = {
-    errorInvalidValue: ("cudaErrorInvalidValue", "invalid argument"),
-    errorInsufficientDriver: (
+    _errorInvalidValue: ("cudaErrorInvalidValue", "invalid argument"),
+    _errorInsufficientDriver: (
         "cudaErrorInsufficientDriver",
         "CUDA driver version is insufficient for CUDA runtime version",
     ),
-    errorNoDevice: ("cudaErrorNoDevice", "no CUDA-capable device is detected"),
-    errorInvalidDevice: ("cudaErrorInvalidDevice", "invalid device ordinal"),
+    _errorNoDevice: ("cudaErrorNoDevice", "no CUDA-capable device is detected"),
+    _errorInvalidDevice: ("cudaErrorInvalidDevice", "invalid device ordinal"),
 }
 
 _RUNTIME_VERSION = 12080
@@ -77,7 +77,7 @@ def _no_gpu() -> bool:
 
 def _check() -> None:
     if _no_gpu():
-        raise CUDARuntimeError(errorInsufficientDriver)
+        raise CUDARuntimeError(_errorInsufficientDriver)
 
 
 def getDeviceCount() -> int:
@@ -94,7 +94,7 @@ def setDevice(device: int) -> None:
     _check()
     device = int(device)
     if not 0 <= device < getDeviceCount():
-        raise CUDARuntimeError(errorInvalidDevice)
+        raise CUDARuntimeError(_errorInvalidDevice)
     _local.device = device
 
 
@@ -105,13 +105,13 @@ def deviceSynchronize() -> None:
 def deviceGetAttribute(attrib: int, device: int) -> int:
     _check()
     if not 0 <= device < getDeviceCount():
-        raise CUDARuntimeError(errorInvalidDevice)
+        raise CUDARuntimeError(_errorInvalidDevice)
     cc = os.environ.get("STANDIN_CUPY_CC", "90")
-    if attrib == deviceAttributeComputeCapabilityMajor:
+    if attrib == _deviceAttributeComputeCapabilityMajor:
         return int(cc[:-1])
-    if attrib == deviceAttributeComputeCapabilityMinor:
+    if attrib == _deviceAttributeComputeCapabilityMinor:
         return int(cc[-1])
-    raise CUDARuntimeError(errorInvalidValue)
+    raise CUDARuntimeError(_errorInvalidValue)
 
 
 _streams = itertools.count(0x5000, 0x10)
