@@ -238,6 +238,11 @@ HOSTILE = [
     Hostile("float32-overflow", b'{"a": [[1e308]], "b": [[1e308]]}', 422, "non_finite_result"),
     Hostile("deep-arrays", b"[" * 100_000, 422, "too_deep"),
     Hostile("deep-objects", b'{"a":' * 50_000, 422, "too_deep"),
+    # Valid JSON that 3.14's json parses (it measures the C stack, not a recursion count): the
+    # server's own limit answers, the same on every Python.
+    Hostile("deep-objects-closed", b'{"a":' * 50_000 + b"1" + b"}" * 50_000, 422, "too_deep"),
+    Hostile("513-deep", b'{"a": ' + b"[" * 512 + b"]" * 512 + b', "b": [[1]]}', 422, "too_deep"),
+    Hostile("brackets-in-strings", b'{"a": [["' + b"[" * 5000 + b'"]], "b": [[1]]}', 422, "wrong_type", "a[0][0]"),
     Hostile("terabyte-product", {"seed": 1, "shape": [1_000_000, 1, 1_000_000]}, 422, "too_large", "shape"),
     Hostile("1e8-element-product", {"seed": 1, "shape": [10_000, 1, 10_000]}, 422, "too_large", "shape"),
     Hostile("input-over-the-limit", {"seed": 1, "shape": [MAX_ELEMENTS + 1, 1, 1]}, 422, "too_large", "shape"),
