@@ -105,7 +105,13 @@ class synced(_Stepper, Coroutine[Any, Any, Any]):  # type: ignore[misc]  # lower
         except Exception:
             pass
         try:
-            return self._throw(*exception)
+            if len(exception) == 1:
+                # No tuple may hold the exception while the coroutine handles it: 3.14's TaskGroup
+                # tests (gc.get_referrers) count such a tuple as a reference cycle left behind.
+                value = exception[0]
+                del exception
+                return self._throw(value)
+            return self._throw(*exception)  # throw(type, value, traceback), or the coroutine's TypeError
         except BaseException as error:
             _leave_out_the_step(error)
             raise
