@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Literal
 
-from typing_extensions import assert_type
+from typing import assert_type
 
 import backends
 from backends import FlagValues, Scope, Snapshot
