@@ -179,9 +179,9 @@ def copy_report(shadowed: dict[str, Any] | None) -> list[str]:
     if os.path.dirname(PATH) != os.path.realpath(os.getcwd()):
         note = f"It comes first on sys.path and shadows the copy at {shadowed['path']}, which {has}."
     else:
-        # `python -m` puts the current directory first on sys.path; -P (3.11+) leaves it out, and
-        # -I does too but also ignores PYTHON* variables and the user site-packages.
-        run = "python -P -m backends" if sys.version_info >= (3, 11) else "python -I -m backends"
+        # `python -m` puts the current directory first on sys.path; -P leaves it out (-I does too
+        # but also ignores PYTHON* variables and the user site-packages).
+        run = "python -P -m backends"
         note = (
             f"This copy, in the current directory, shadows the one installed at {shadowed['path']}, which "
             f"{has}: `python -m` looks in the current directory first. To run the installed one, cd to "

@@ -299,7 +299,7 @@ def test_synced_tasks_stay_introspectable(sync_calls: list[bool]) -> None:
 
 @types.coroutine
 def generator_based(steps: int) -> Any:
-    """A ``types.coroutine`` generator: asyncio accepts it as a coroutine (3.10, 3.11) or
+    """A ``types.coroutine`` generator: asyncio accepts it as a coroutine (3.11) or
     as an awaitable (``ensure_future``, every version)."""
     for _ in range(steps):
         yield  # a bare yield: the task steps again at the next loop iteration

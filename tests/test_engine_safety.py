@@ -3,7 +3,7 @@ program does to one interpreter, one copy of the package or one object never rea
 and no Python code (hostile hashes, objects made by ``__new__`` alone, signals at any moment)
 can crash the interpreter or leave a scope entered. Each case runs in a child process with
 this process's engine (``BACKENDS_PURE_PYTHON`` is inherited), so a crash is a failed test,
-not a dead test run; CI runs the file on both engines and on 3.10 to 3.13."""
+not a dead test run; CI runs the file on both engines and on 3.11 to 3.15."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ SUBINTERPRETER = (
 try:
     import _interpreters as interpreters          # 3.13
 except ImportError:
-    import _xxsubinterpreters as interpreters     # 3.10 to 3.12
+    import _xxsubinterpreters as interpreters     # 3.11, 3.12
 kind = sys.argv[1]
 if sys.version_info >= (3, 13):
     interp = interpreters.create(kind)
@@ -529,7 +529,7 @@ CPYTHON_WARNINGS = ["-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-f
 @pytest.mark.parametrize("source", SOURCES, ids=lambda path: path.parent.name)
 def test_the_c_sources_build_without_warnings_under_cpythons_flags(compiler: str, source: Path, tmp_path: Path) -> None:
     """Both C files compile with the warnings CPython builds its own modules with, as errors,
-    against this interpreter's headers (CI runs this on 3.10 to 3.13)."""
+    against this interpreter's headers (CI runs this on 3.11 to 3.15)."""
     if shutil.which(compiler) is None:
         pytest.skip(f"{compiler} is not installed here")
     include = sysconfig.get_paths()["include"]

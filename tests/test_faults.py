@@ -351,7 +351,6 @@ def test_task_cancelled_inside_a_decorated_coroutine_restores_its_flags(start: R
     assert_clean(start)
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout() is new in Python 3.11")
 def test_timeout_cancelling_a_task_inside_scopes_restores_its_flags(start: Rows) -> None:
     async def main() -> list[object]:
         seen: list[object] = []

@@ -23,7 +23,7 @@ from tests._helpers import PACKAGE
 ROOT = Path(__file__).resolve().parent.parent
 HAS_CUPY = importlib.util.find_spec("cupy") is not None
 #: The advice the report gives for running the installed copy from a directory that shadows it.
-ISOLATED = "-P" if sys.version_info >= (3, 11) else "-I"
+ISOLATED = "-P"
 
 
 def run_python(

@@ -10,17 +10,13 @@ import re
 import subprocess
 import sys
 import sysconfig
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import backends
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    tomllib = pytest.importorskip("tomli", reason="Python 3.10 reads pyproject.toml with tomli")
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -35,7 +31,7 @@ def project() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def supported(project: dict[str, Any]) -> list[str]:
-    """The Python versions the classifiers name, in order: ["3.10", ..., "3.13"]."""
+    """The Python versions the classifiers name, in order: ["3.11", ..., "3.15"]."""
     prefix = "Programming Language :: Python :: "
     versions = [
         c[len(prefix) :] for c in project["project"]["classifiers"] if re.fullmatch(r"3\.\d+", c[len(prefix) :])

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import sys
 import threading
 import warnings
 from collections.abc import Callable
@@ -494,13 +493,12 @@ def test_each_operation_in_threads_and_tasks_at_once_follows_its_own_context(
         entered = asyncio.Barrier(3)
         return list(await asyncio.gather(*(task(scope, entered) for scope in (DETERMINISTIC, WARN_ONLY, ALLOWED))))
 
-    if sys.version_info >= (3, 11):  # asyncio.Barrier
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            assert asyncio.run(main()) == ["raised", "ran", "ran"]
-        assert [w.category for w in caught if w.category is backends.NondeterministicAlgorithmWarning] == [
-            backends.NondeterministicAlgorithmWarning
-        ]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert asyncio.run(main()) == ["raised", "ran", "ran"]
+    assert [w.category for w in caught if w.category is backends.NondeterministicAlgorithmWarning] == [
+        backends.NondeterministicAlgorithmWarning
+    ]
 
 
 def test_use_deterministic_algorithms_and_the_preset_reach_the_wrappers(standin_cupy: ModuleType) -> None:

@@ -1,11 +1,12 @@
 """Threads and executors that carry the flags: each call runs in a copy of the
 context of the code that submitted it.
 
-On Python 3.11 to 3.13 a plain ``threading.Thread``, ``ThreadPoolExecutor.submit``
-and ``loop.run_in_executor`` start from the worker thread's own context, so scope
+A plain ``threading.Thread``, ``ThreadPoolExecutor.submit`` and
+``loop.run_in_executor`` start from the worker thread's own context, so scope
 overrides are lost there (``asyncio.to_thread`` copies the context). Python 3.14's
-``threading.Thread(context=...)`` and ``-X thread_inherit_context`` change this for
-plain threads only; executors still reuse their worker threads.
+``threading.Thread(context=...)`` and ``-X thread_inherit_context`` (on by default
+only in free-threaded builds) change this for plain threads only; executors still
+reuse their worker threads.
 """
 
 from __future__ import annotations
