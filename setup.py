@@ -11,23 +11,35 @@ compile, the same command again): the pure-Python package, tagged ``py3-none-any
 the same (the pure path is the reference). All or nothing: never one of the two modules without
 the other. The reason is written into the package it builds, ``backends/_engine/_build_note.txt``,
 which ``python -m backends`` reports while the accelerator is missing.
+
+Builds are reproducible: two builds of one commit, with ``SOURCE_DATE_EPOCH`` set to its time
+(``git log -1 --format=%ct``), give byte-identical files. The C compiler maps the source folder,
+which for a wheel built from the sdist is a new temporary one each time, to ``.`` in the
+modules' debug information (``-ffile-prefix-map``); the sdist is written sorted, owned by no one,
+its times clamped to ``SOURCE_DATE_EPOCH``, and with no time or name in its gzip header
+(setuptools' own sdist records the build's time). Wheels take their times from
+``SOURCE_DATE_EPOCH`` themselves.
 """
 
 from __future__ import annotations
 
+import gzip
 import os
 import platform
 import re
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
+from setuptools.command.sdist import sdist
 from setuptools.errors import CCompilerError, ExecError, PlatformError
 
 ROOT = Path(__file__).resolve().parent
@@ -108,11 +120,72 @@ class optional_build_ext(build_ext):
     def build_extensions(self) -> None:
         # Windows hands a child process the console's own handles, not file descriptors 1 and 2:
         # there the compiler's output is not captured, and the reason is distutils' message.
-        output, error = captured(super().build_extensions)
+        output, error = captured(self._build_extensions_reproducibly)
         if isinstance(error, (CCompilerError, ExecError, PlatformError)):
             raise BuildFailed(f"the C compiler failed: {first_errors(output, error)}") from error
         if error is not None:
             raise error
+
+
+    def _build_extensions_reproducibly(self) -> None:
+        # GCC and clang: the source folder is "." in the debug information (GCC leaves the option
+        # itself out of the DW_AT_producer switches it records). A compiler without the option
+        # (GCC < 8, clang < 10) builds as before.
+        if self.compiler.compiler_type == "unix":
+            folders = dict.fromkeys([str(ROOT), os.getcwd()])
+            flags = [f"-ffile-prefix-map={folder}=." for folder in folders]
+            if self._compiler_accepts(flags):
+                for extension in self.extensions:
+                    extension.extra_compile_args = [*extension.extra_compile_args, *flags]
+        super().build_extensions()
+
+    def _compiler_accepts(self, flags: list[str]) -> bool:
+        with tempfile.TemporaryDirectory() as folder:
+            source = Path(folder, "probe.c")
+            source.write_text("int probe;\n", encoding="utf-8")
+            try:
+                self.compiler.compile([str(source)], output_dir=folder, extra_postargs=flags)
+            except CCompilerError:
+                return False
+        return True
+
+
+def normalized_tarball(path: str, folder: str) -> None:
+    """Write ``folder`` (relative, and everything in it) to the gzipped tarball ``path``: entries
+    sorted, owned by uid/gid 0 with no names, modes 0o755/0o644, times clamped to
+    ``SOURCE_DATE_EPOCH`` when it is set, and a gzip header with neither a time nor a name."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    clamp = int(epoch) if epoch else None
+    names = [folder]
+    for parent, folders, files in os.walk(folder):
+        names += [os.path.join(parent, name) for name in folders + files]
+
+    def normalized(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        info.mode = 0o755 if info.isdir() or info.mode & 0o100 else 0o644
+        info.mtime = int(info.mtime) if clamp is None else min(int(info.mtime), clamp)
+        return info
+
+    with (
+        open(path, "wb") as raw,
+        gzip.GzipFile("", "wb", 9, raw, mtime=clamp or 0) as zipped,
+        tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for name in sorted(names):
+            tar.add(name, recursive=False, filter=normalized)
+
+
+class reproducible_sdist(sdist):
+    """setuptools' ``sdist``, with its ``.tar.gz`` written by ``normalized_tarball``."""
+
+    def make_archive(
+        self, base_name: str, format: str, root_dir: str | None = None, base_dir: str | None = None, **owner: Any
+    ) -> str:
+        if format != "gztar" or root_dir is not None or base_dir is None:
+            return str(super().make_archive(base_name, format, root_dir, base_dir, **owner))
+        normalized_tarball(base_name + ".tar.gz", base_dir)
+        return base_name + ".tar.gz"
 
 
 def recording_build_py(reason: str | None) -> type[build_py]:
@@ -147,7 +220,11 @@ def run_setup(reason: str | None) -> None:
     """``setup()`` with the accelerator (``reason`` is ``None``) or without it, saying why not."""
     setup(
         ext_modules=EXTENSIONS if reason is None else [],
-        cmdclass={"build_ext": optional_build_ext, "build_py": recording_build_py(reason)},
+        cmdclass={
+            "build_ext": optional_build_ext,
+            "build_py": recording_build_py(reason),
+            "sdist": reproducible_sdist,
+        },
     )
 
 
