@@ -72,10 +72,10 @@ def why_not() -> str | None:
     return None
 
 
-def captured(call: Callable[[], None]) -> tuple[str, BaseException | None]:
+def captured(call: Callable[[], None], echo: bool = True) -> tuple[str, BaseException | None]:
     """Run ``call`` with this process's stdout and stderr (file descriptors 1 and 2, so the
     compiler's too) sent to a temporary file; return what was written, and the exception
-    raised, if any. The output is written to stderr afterwards, as it would have been."""
+    raised, if any. With ``echo``, the output is written to stderr afterwards, as it would have been."""
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
@@ -96,7 +96,8 @@ def captured(call: Callable[[], None]) -> tuple[str, BaseException | None]:
             os.close(saved[1])
         file.seek(0)
         output = file.read().decode(errors="replace")
-    sys.stderr.write(output)
+    if echo:
+        sys.stderr.write(output)
     return output, error
 
 
@@ -140,14 +141,16 @@ class optional_build_ext(build_ext):
         super().build_extensions()
 
     def _compiler_accepts(self, flags: list[str]) -> bool:
+        """Whether the compiler compiles a one-line file with ``flags`` (its output is not shown:
+        an error here only means the flags are left out)."""
         with tempfile.TemporaryDirectory() as folder:
             source = Path(folder, "probe.c")
             source.write_text("int probe;\n", encoding="utf-8")
-            try:
-                self.compiler.compile([str(source)], output_dir=folder, extra_postargs=flags)
-            except CCompilerError:
-                return False
-        return True
+            _, error = captured(lambda: self.compiler.compile([str(source)], output_dir=folder, extra_postargs=flags),
+                                echo=False)  # fmt: skip
+        if error is not None and not isinstance(error, CCompilerError):
+            raise error
+        return error is None
 
 
 def normalized_tarball(path: str, folder: str) -> None:

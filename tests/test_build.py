@@ -207,6 +207,38 @@ def test_cc_is_the_compiler_and_one_that_does_not_run_gives_the_pure_package_nam
     assert report(wheel, tmp_path)[1].endswith(f"engine: {NOT_BUILT}{why})")
 
 
+#: a commit time (2026-12-01 00:00 UTC), as SOURCE_DATE_EPOCH
+EPOCH = 1_796_083_200
+
+
+def test_two_builds_of_one_tree_give_the_same_bytes_whatever_the_files_times_and_build_folders(
+    project: Path, tmp_path: Path
+) -> None:
+    """With SOURCE_DATE_EPOCH set, the sdist (sorted, owned by no one, times clamped, no time or name
+    in its gzip header) and a wheel built from it in another folder each time (the C modules' debug
+    information names the folder ``.``) are byte-identical the second time, although every file of
+    the tree was touched in between."""
+    first = build(project, tmp_path / "sdist-1", "sdist", SOURCE_DATE_EPOCH=str(EPOCH))[0]
+    for path in project.rglob("*"):
+        os.utime(path, (EPOCH + 86_400, EPOCH + 86_400))  # a day after the commit: clamped to it
+    second = build(project, tmp_path / "sdist-2", "sdist", SOURCE_DATE_EPOCH=str(EPOCH))[0]
+    assert first.read_bytes() == second.read_bytes()
+    header = first.read_bytes()[:10]
+    assert int.from_bytes(header[4:8], "little") == EPOCH and header[3] & 0x08 == 0  # mtime, no FNAME
+    with tarfile.open(first) as archive:
+        entries = archive.getmembers()
+    assert [e.name for e in entries] == sorted(e.name for e in entries)
+    assert {(e.uid, e.gid, e.uname, e.gname) for e in entries} == {(0, 0, "", "")}
+    assert {e.mtime for e in entries} == {EPOCH}
+    assert {oct(e.mode) for e in entries} <= {"0o644", "0o755"}
+    wheels = [
+        build(unpacked(first, tmp_path / name / "unpacked"), tmp_path / name / "wheel", "wheel",
+              SOURCE_DATE_EPOCH=str(EPOCH))[0]
+        for name in ("in-one-folder", "in-another")
+    ]  # fmt: skip
+    assert wheels[0].read_bytes() == wheels[1].read_bytes(), "the wheels differ: only their build folders did"
+
+
 def test_backends_build_pure_python_gives_the_pure_package_and_no_module_left_in_the_tree(
     project: Path, tmp_path: Path
 ) -> None:

@@ -31,7 +31,7 @@ def test_the_distribution_is_scoped_backends_and_the_package_is_backends(project
 
 def test_the_urls_point_at_the_repository(project: dict) -> None:
     assert project["project"]["urls"] == {
-        "Documentation": f"{REPO}/tree/main/docs",
+        "Documentation": "https://backends-dev.github.io/backends/",
         "Source": REPO,
         "Issues": f"{REPO}/issues",
         "Changelog": f"{REPO}/blob/main/CHANGELOG.md",
