@@ -207,6 +207,53 @@ def test_cc_is_the_compiler_and_one_that_does_not_run_gives_the_pure_package_nam
     assert report(wheel, tmp_path)[1].endswith(f"engine: {NOT_BUILT}{why})")
 
 
+#: makes this interpreter's build see a free-threaded CPython (Py_GIL_DISABLED) when on PYTHONPATH
+FREE_THREADED_BUILD = """\
+import sysconfig
+_get_config_var = sysconfig.get_config_var
+sysconfig.get_config_var = lambda name: 1 if name == "Py_GIL_DISABLED" else _get_config_var(name)
+"""
+#: the extension modules of this project that ``import backends`` and its integrations loaded
+LOADED_EXTENSIONS = (
+    "import sys, importlib.machinery, backends, backends.integrations.asyncio, backends.integrations.executors; "
+    "print([name for name, module in sys.modules.items() if name.startswith('backends') and "
+    "(getattr(module, '__file__', None) or '').endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))])"
+)
+
+
+def test_a_free_threaded_cpython_gets_the_pure_package_which_loads_no_extension_module(
+    sdist: Path, tmp_path: Path
+) -> None:
+    """What keeps the GIL off on 3.14t/3.15t (no free-threaded CPython here: setup.py is shown
+    one): the build makes the pure package and says why, and importing it loads no extension
+    module of this project, which is what would turn the GIL back on."""
+    (tmp_path / "free-threaded").mkdir()
+    (tmp_path / "free-threaded" / "sitecustomize.py").write_text(FREE_THREADED_BUILD, encoding="utf-8")
+    wheel, output = wheel_from(sdist, tmp_path, PYTHONPATH=str(tmp_path / "free-threaded"))
+    assert tags(wheel) == "py3-none-any"
+    assert compiled_modules(members(wheel)) == []
+    why = "a free-threaded CPython (the accelerator relies on the GIL)"
+    assert note_of(wheel) == why
+    assert f"backends: building the pure-Python package: {why}" in output
+    found, first = report(wheel, tmp_path)
+    assert Path(found).is_relative_to(tmp_path / "site")
+    assert first.endswith(f"engine: {NOT_BUILT}{why})")
+    loaded = run([sys.executable, "-c", LOADED_EXTENSIONS], tmp_path, PYTHONPATH=str(tmp_path / "site"))
+    assert loaded.strip() == "[]"
+
+
+@pytest.mark.parametrize("source", ["backends/_engine/_speedups.c", "backends/sync/_speedups.c"])
+def test_the_c_sources_refuse_a_free_threaded_cpython(source: str) -> None:
+    compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")[0]
+    if sys.platform == "win32" or shutil.which(compiler) is None:
+        pytest.skip(f"no Unix C compiler here ({compiler})")
+    include = sysconfig.get_paths()["include"]
+    done = subprocess.run([compiler, "-fsyntax-only", "-DPy_GIL_DISABLED=1", f"-I{include}", str(ROOT / source)],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode != 0
+    assert "relies on the GIL: a free-threaded CPython uses the pure-Python" in done.stderr
+
+
 #: a commit time (2026-12-01 00:00 UTC), as SOURCE_DATE_EPOCH
 EPOCH = 1_796_083_200
 
