@@ -161,6 +161,43 @@ def test_every_dependency_group_a_workflow_installs_exists(project: dict[str, An
         assert wanted <= groups, (name, wanted - groups)
 
 
+# -- .ci/run --------------------------------------------------------------------------------------
+def ci_job(name: str) -> str:
+    """One of .ci/run's jobs: from ``if [[ $jobs == *" NAME "* ]]`` to the next ``# --`` heading."""
+    text = source(ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    start = text.index(f'if [[ $jobs == *" {name} "* ]]; then\n')
+    return text[start : text.index("\n# -- ", start)]
+
+
+def test_ci_runs_every_supported_python_and_3_14_and_3_15_in_the_sid_chroot_on_both_engines(
+    supported: list[str],
+) -> None:
+    pythons = ci_job("pythons")
+    loops = re.findall(r"^for version in ([\d. ]+); do$", pythons, re.MULTILINE)
+    assert loops == ["3.12 3.13", "3.14 3.15"]
+    # the main job's python3 is the lowest supported version (the floors job checks it is)
+    assert ["3.11", *(v for loop in loops for v in loop.split())] == supported
+    chroot = pythons[pythons.index("for version in 3.14 3.15"):]
+    assert 'scripts/sid_chroot.sh run . "' in chroot
+    assert "import sys, test.test_asyncio, backends._engine as e" in chroot  # CPython's asyncio tests are there
+    assert "SCOPED_BACKENDS_DEV_TOOLS=required" in chroot
+    suite = "/tmp/venv/bin/python -m pytest -q -n 2 -p no:cacheprovider -m 'slow or not slow'"
+    assert f"\n{suite}\nBACKENDS_PURE_PYTHON=1 {suite}" in chroot
+    debug = ci_job("debug")
+    assert "for version in 3.14 3.15; do" in debug
+    assert 'scripts/sid_chroot.sh run . "$(debug_stage "python$version-dbg" /tmp/venv-dbg)"' in debug
+
+
+def test_ci_builds_twice_and_tests_the_declared_floors() -> None:
+    release = ci_job("release")
+    assert 'scripts/reproducible_build.sh "$release/dist"' in release
+    assert 'BACKENDS_BUILD_PURE_PYTHON=1 scripts/reproducible_build.sh "$release/pure" --wheel' in release
+    floors = ci_job("floors")
+    assert "--resolution lowest-direct" in floors
+    assert "-e '.[test,cpu,server,ray,dask]'" in floors
+    assert '.venv-ci-floors/bin/python -m pytest -q -n 2 -p no:cacheprovider -m "slow or not slow"' in floors
+
+
 # -- .github/workflows/wheels.yml and [tool.cibuildwheel] -------------------------------------------
 def test_cibuildwheel_builds_every_supported_cpython(project: dict[str, Any], supported: list[str]) -> None:
     config = project["tool"]["cibuildwheel"]
