@@ -22,7 +22,7 @@ again=$(mktemp -d)
 trap 'rm -rf "$again"' EXIT
 
 "$python" -m build --outdir "$out" "$@" .
-"$python" -m build --outdir "$again" "$@" .
+"$python" -m build --quiet --outdir "$again" "$@" .  # its log is the first one's
 digests() { (cd "$1" && sha256sum -- *); }
 if ! diff <(digests "$out") <(digests "$again") >&2; then
     echo "$0: two builds of one commit differ (SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH)" >&2

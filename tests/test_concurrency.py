@@ -131,11 +131,29 @@ def run_anyio(backend: str) -> Callable[[ModuleType, bool], list[Seen]]:
     return run
 
 
+def run_anyio_trio_adding_the_instrument(cupy: ModuleType, synced: bool) -> list[Seen]:
+    """anyio on trio with the instrument added by ``main`` itself: the way for anyio before 4.14,
+    which drops ``backend_options`` on trio."""
+    seen: list[Seen] = []
+    task = make_task(cupy, lambda: anyio.sleep(0), seen)
+
+    async def main() -> None:
+        if synced:
+            trio.lowlevel.add_instrument(backends.trio.Instrument())
+        async with anyio.create_task_group() as group:
+            for i in range(TASKS):
+                group.start_soon(task, i % 2 == 0)
+
+    anyio.run(main, backend="trio")
+    return seen
+
+
 RUNNERS = {
     "asyncio": run_asyncio,
     "trio": run_trio,
     "anyio-asyncio": run_anyio("asyncio"),
     "anyio-trio": run_anyio("trio"),
+    "anyio-trio-add_instrument": run_anyio_trio_adding_the_instrument,
 }
 
 
