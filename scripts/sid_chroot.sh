@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # CPython 3.14 and 3.15 for CI on a machine that has neither: a Debian sid chroot with Debian's own
 # python3.14 and python3.15 (their -dev, -venv and -dbg builds, and libpython3.1X-testsuite for
-# CPython's asyncio tests), build-essential and git. Sid's binaries need sid's C library, hence a
-# whole chroot rather than the interpreters alone.
+# CPython's asyncio tests), build-essential, clang (the C sources' warnings test), Node.js (the docs
+# search test) and git. Sid's binaries need sid's C library, hence a whole chroot rather than the
+# interpreters alone.
 #
 #   scripts/sid_chroot.sh run SRC COMMAND   run COMMAND (bash) in the chroot, in SRC mounted at /src
 #   scripts/sid_chroot.sh path              make the chroot if needed, print where it is
@@ -18,7 +19,7 @@
 set -euo pipefail
 
 MIRROR=http://deb.debian.org/debian
-PACKAGES="build-essential git ca-certificates
+PACKAGES="build-essential clang nodejs git ca-certificates
 python3.14 python3.14-dev python3.14-venv python3.14-dbg libpython3.14-testsuite
 python3.15 python3.15-dev python3.15-venv python3.15-dbg libpython3.15-testsuite"
 CACHE=${SCOPED_BACKENDS_CI_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/scoped-backends-ci}
