@@ -604,13 +604,19 @@ def test_thread_subclass_that_overrides_run_carries_the_context() -> None:
 
 
 def test_run_in_executor_keeps_the_calling_tasks_flags() -> None:
+    # The plain executor's one worker thread starts outside any scope: its own context has no
+    # override, with or without 3.14's -X thread_inherit_context (which copies the context of the
+    # code that starts a thread, the default on free-threaded builds).
+    plain = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    plain.submit(flag_values, "cuda.matmul.allow_tf32").result()
+
     async def request(tf32: bool) -> tuple[bool, bool, bool, bool]:
         loop = asyncio.get_running_loop()
         read = flag_values
         with backends.cuda.matmul.tf32(tf32):
             await asyncio.sleep(0)
             (ours,) = await backends.run_in_executor(None, read, "cuda.matmul.allow_tf32")
-            (stdlib,) = await loop.run_in_executor(None, read, "cuda.matmul.allow_tf32")
+            (stdlib,) = await loop.run_in_executor(plain, read, "cuda.matmul.allow_tf32")
             with backends.ThreadPoolExecutor(max_workers=1) as pool:
                 (via_pool,) = await loop.run_in_executor(pool, read, "cuda.matmul.allow_tf32")
             (to_thread,) = await asyncio.to_thread(read, "cuda.matmul.allow_tf32")
@@ -619,7 +625,9 @@ def test_run_in_executor_keeps_the_calling_tasks_flags() -> None:
     async def main() -> list[tuple[bool, bool, bool, bool]]:
         return await asyncio.gather(*(request(i % 2 == 0) for i in range(8)))
 
-    for i, (ours, stdlib, via_pool, to_thread) in enumerate(asyncio.run(main())):
+    with plain:
+        results = asyncio.run(main())
+    for i, (ours, stdlib, via_pool, to_thread) in enumerate(results):
         assert ours is (i % 2 == 0)
         assert stdlib is False  # loop.run_in_executor: the worker thread's own context
         assert via_pool is (i % 2 == 0)  # loop.run_in_executor with a backends.ThreadPoolExecutor

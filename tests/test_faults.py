@@ -29,6 +29,7 @@ import pytest
 
 import backends
 from backends._engine import state as engine
+from tests._helpers import new_thread
 
 cudnn, matmul = backends.cudnn, backends.cuda.matmul
 Rows = dict[str, tuple[type, object, str]]
@@ -859,7 +860,7 @@ def test_exit_in_a_copied_context_or_another_thread_is_refused_and_changes_nothi
 
     # another thread has nothing entered at all
     errors: list[str] = []
-    thread = threading.Thread(target=lambda: errors.append(exit_refusal(scope)))
+    thread = new_thread(lambda: errors.append(exit_refusal(scope)))
     thread.start()
     thread.join()
     assert re.search(rf"cannot exit {re.escape(repr(scope))}: it is not active in this context", errors[0])

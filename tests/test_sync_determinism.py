@@ -7,6 +7,7 @@ CuPy's own scan. What is checked is what CuPy would launch (the stand-in's recor
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import re
 import threading
 import warnings
@@ -471,13 +472,16 @@ def test_each_operation_in_threads_and_tasks_at_once_follows_its_own_context(
             barrier.wait()  # all three are in their scopes before any launches
             outcomes[label] = outcome()
 
-    # One recorder for every thread (catch_warnings swaps process-wide state: one at a time).
+    # One recorder for every thread (catch_warnings swaps process-wide state: one at a time). Each
+    # thread runs in a copy of this context, where the recorder is when warnings are context-local
+    # (3.14's context_aware_warnings, on by default in free-threaded builds).
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        strict, warn, free = (contextvars.copy_context() for _ in range(3))
         run_threads(
-            lambda: worker("strict", DETERMINISTIC),
-            lambda: worker("warn", WARN_ONLY),
-            lambda: worker("free", ALLOWED),
+            lambda: strict.run(worker, "strict", DETERMINISTIC),
+            lambda: warn.run(worker, "warn", WARN_ONLY),
+            lambda: free.run(worker, "free", ALLOWED),
             unblock=[barrier],
         )
     assert outcomes == {"strict": "raised", "warn": "ran", "free": "ran"}
