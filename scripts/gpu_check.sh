@@ -231,12 +231,16 @@ sys.exit(cudnn.__version__ != sys.argv[1])' "$version" || fail "cuDNN frontend $
 
     stage "pytest: the repository's configuration, with only the plugins named here"
     export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
-    local -a pytest_options=(-p no:cacheprovider -v -s -ra)
-    "$PY" -c 'import pytest_asyncio' 2>/dev/null && pytest_options+=(-p pytest_asyncio.plugin)
+    local -a pytest_options=(-p no:cacheprovider -v -s -ra) asyncio_plugin=()
     "$PY" -c 'import pytest_timeout' 2>/dev/null && pytest_options+=(-p pytest_timeout --timeout=240)
-    if "$PY" -m pytest "${pytest_options[@]}" --collect-only -q tests/gpu >"$WORK/collect.log" 2>&1; then
+    "$PY" -c 'import pytest_asyncio' 2>/dev/null && asyncio_plugin=(-p pytest_asyncio.plugin)
+    if "$PY" -m pytest "${pytest_options[@]}" ${asyncio_plugin[@]+"${asyncio_plugin[@]}"} --collect-only -q \
+        tests/gpu >"$WORK/collect.log" 2>&1; then
+        pytest_options+=(${asyncio_plugin[@]+"${asyncio_plugin[@]}"})
         settings+=("pytest_configuration=the repository's")
     else
+        # pytest-asyncio missing, or not loading with this pytest: without it, and without the
+        # configuration that needs it
         tail -5 "$WORK/collect.log"
         pytest_options+=(-o addopts= -W ignore::pytest.PytestConfigWarning --strict-markers)
         left_out+=("the repository's pytest configuration (it needs pytest-asyncio): pytest runs with -o addopts= -W ignore::pytest.PytestConfigWarning")
