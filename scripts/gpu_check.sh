@@ -198,7 +198,7 @@ main() {
     engine=$("$PY" -c 'import backends._engine.accelerator as a; print("compiled" if a.ACCELERATED else "pure: " + a.reason)') ||
         die "backends does not import from $ROOT"
     settings+=("engine=$engine")
-    "$PY" -m backends || fail "python -m backends failed"
+    timeout 120 "$PY" -m backends || fail "python -m backends failed"
 
     stage "what the tests import"
     "$PY" -c 'import pytest_asyncio' 2>/dev/null && settings+=("pytest_asyncio=yes") || settings+=("pytest_asyncio=no")
@@ -213,8 +213,10 @@ sys.exit(cudnn.__version__ != sys.argv[1])' "$version" || fail "cuDNN frontend $
     if cutensor=$("$PY" -c 'from cupy_backends.cuda.libs import cutensor; print(cutensor.get_version())' 2>/dev/null); then
         echo "cuTENSOR $cutensor ($([ -n "$cutensor_wheel" ] && echo "from ${cutensor_wheel##*/}" || echo "on the machine"))"
         export GPU_CHECK_CUTENSOR=$cutensor
+    elif [ -n "$cutensor_wheel" ]; then
+        fail "${cutensor_wheel##*/} was installed but cuTENSOR does not load (its test fails too)"
+        export GPU_CHECK_CUTENSOR=${cutensor_wheel##*/}
     else
-        [ -n "$cutensor_wheel" ] && fail "${cutensor_wheel##*/} was installed but cuTENSOR does not load"
         export GPU_CHECK_CUTENSOR_MISSING="cuTENSOR is not on this machine and not in the wheel folder: cutensor-cu$cuda_major (2.8.1: a 210 MB wheel) does not fit the 64 MiB copied to the project's GPU machine"
         left_out+=("cuTENSOR: $GPU_CHECK_CUTENSOR_MISSING")
         echo "SKIPPED: ${left_out[-1]}"
@@ -225,7 +227,7 @@ sys.exit(cudnn.__version__ != sys.argv[1])' "$version" || fail "cuDNN frontend $
 
     if [ $dry_run = 0 ]; then
         stage "the device (the first CUDA call)"
-        "$PY" "$ROOT/scripts/gpu_check_report.py" device --json "$WORK/device.json" ||
+        timeout 120 "$PY" "$ROOT/scripts/gpu_check_report.py" device --json "$WORK/device.json" ||
             die "CuPy sees no usable CUDA device: nothing to check here (every test would skip)"
     fi
 
@@ -234,8 +236,8 @@ sys.exit(cudnn.__version__ != sys.argv[1])' "$version" || fail "cuDNN frontend $
     local -a pytest_options=(-p no:cacheprovider -v -s -ra) asyncio_plugin=()
     "$PY" -c 'import pytest_timeout' 2>/dev/null && pytest_options+=(-p pytest_timeout --timeout=240)
     "$PY" -c 'import pytest_asyncio' 2>/dev/null && asyncio_plugin=(-p pytest_asyncio.plugin)
-    if "$PY" -m pytest "${pytest_options[@]}" ${asyncio_plugin[@]+"${asyncio_plugin[@]}"} --collect-only -q \
-        tests/gpu >"$WORK/collect.log" 2>&1; then
+    if timeout 120 "$PY" -m pytest "${pytest_options[@]}" ${asyncio_plugin[@]+"${asyncio_plugin[@]}"} \
+        --collect-only -q tests/gpu >"$WORK/collect.log" 2>&1; then
         pytest_options+=(${asyncio_plugin[@]+"${asyncio_plugin[@]}"})
         settings+=("pytest_configuration=the repository's")
     else
@@ -246,7 +248,7 @@ sys.exit(cudnn.__version__ != sys.argv[1])' "$version" || fail "cuDNN frontend $
         left_out+=("the repository's pytest configuration (it needs pytest-asyncio): pytest runs with -o addopts= -W ignore::pytest.PytestConfigWarning")
         echo "FALLING BACK: ${left_out[-1]}"
         settings+=("pytest_configuration=without addopts")
-        "$PY" -m pytest "${pytest_options[@]}" --collect-only -q tests/gpu >"$WORK/collect.log" 2>&1 || {
+        timeout 120 "$PY" -m pytest "${pytest_options[@]}" --collect-only -q tests/gpu >"$WORK/collect.log" 2>&1 || {
             tail -20 "$WORK/collect.log"
             die "pytest cannot collect tests/gpu"
         }
