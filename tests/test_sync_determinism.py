@@ -731,7 +731,7 @@ def test_minor_axis_fancy_indexing_takes_cupys_sorted_path_in_the_scope(standin_
                 warnings.simplefilter("error")  # a deterministic path: nothing to warn about
                 picked = matrix[key]
             assert (atomic(), sorted_path()) == (before[0], before[1] + 1), (scope, matrix.format)
-            assert picked._has_canonical_format is True
+            assert picked.has_sorted_indices is True and picked.has_canonical_format is True  # (computed)
     with DETERMINISTIC:
         picked = csr[:, idx]
     # row 0 holds columns 0 and 2 (1.0, 2.0); row 1 columns 1 and 2 (3.0, 4.0); idx picks 2, 0, 2

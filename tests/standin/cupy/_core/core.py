@@ -3,7 +3,7 @@ arrays made by ``cupy.array``, a flat list of Python values (C order); other arr
 ``values = None`` and no data.
 
 Values are carried through what the stand-in's own models need (``astype``, ``reshape``,
-``ravel``, indexing, ``+ - * /`` elementwise, ``all``, ``sum``, ``int()``, ``bool()``);
+``ravel``, indexing, ``+ - * / %`` elementwise, ``all``, ``sum``, ``int()``, ``bool()``);
 anything a kernel writes loses them. Reading the values of an array without any raises
 ``TypeError``, so a model never silently computes with made-up data.
 
@@ -304,6 +304,9 @@ class _ndarray_base:
 
     def __rtruediv__(self, other: Any) -> ndarray:
         return _binary(other, self, lambda x, y: x / y, true_divide=True)
+
+    def __mod__(self, other: Any) -> ndarray:
+        return _binary(self, other, lambda x, y: x % y)
 
     def dot(self, b: ndarray, out: ndarray | None = None) -> ndarray:
         from cupy._core._routines_linalg import dot
