@@ -117,3 +117,8 @@ class _csr_base(_compressed._compressed_sparse_matrix):
 
 class csr_matrix(_base.spmatrix, _csr_base):
     """Compressed Sparse Row matrix."""
+
+
+def _is_csr(x: Any) -> bool:
+    """True if x is any CSR sparse (array or matrix)."""
+    return isinstance(x, _csr_base)
