@@ -323,8 +323,8 @@ def test_a_float_gemm_on_a_second_stream_of_a_handle_needs_a_deterministic_works
         a @ a
     with cupy.cuda.Stream():
         check_refused(lambda: a @ a, "cuBLAS gemmEx", gemms(cupy))
-    # cuBLAS reads the variable when it makes a handle: what counts is the handle's, and CuPy
-    # makes one per thread (so each case runs in a new thread, with a new handle).
+    # the rule takes the variable as it was when the handle was made (when cuBLAS reads it is not
+    # documented), and CuPy makes one per thread (so each case runs in a new thread, with a new handle).
     outcomes: dict[str, str] = {}
 
     def gemm_in_a_new_thread(value: str | None) -> None:
