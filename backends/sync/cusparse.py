@@ -33,13 +33,15 @@ and with a ``y`` and ``beta != 0`` it asks cuSPARSE for ``alpha * A @ x`` alone 
 ``beta * y`` itself. A one-row or one-column CSR descriptor that reaches ``spMV`` directly
 (``cupyx.scipy.sparse.linalg`` on a 1x1 matrix) is refused there.
 
-``CUSPARSE_SPMM_CSR_ALG3`` has no fallback since CUDA 12.2.1: cuSPARSE answers
-``CUSPARSE_STATUS_NOT_SUPPORTED`` for operands it does not cover (a transposed ``B`` conjugated,
-some type combinations). In the scope that status from the deterministic algorithm is reported
-as a refusal naming the operands (``alert``: ``RuntimeError``, or with ``warn_only`` a warning
-and CuPy's own algorithm). cuSPARSE checks an algorithm's operands alike in the size query and
-the launch, so a query that could not size the deterministic algorithm is followed by a launch
-that refuses it, never one that runs it on a smaller buffer.
+``CUSPARSE_SPMM_CSR_ALG3`` has no fallback since CUDA 12.2.1: cuSPARSE refuses operands it does
+not cover (a conjugate-transposed ``B``, some type combinations; its log names them), expectedly
+with ``CUSPARSE_STATUS_NOT_SUPPORTED`` (not seen on a GPU here). In the scope that status from
+the deterministic algorithm is reported as a refusal naming the operands (``alert``:
+``RuntimeError``, or with ``warn_only`` a warning and CuPy's own algorithm). cuSPARSE runs the
+same operand checks in the size query and the launch (its messages name the function they run
+in: an assumption from the library's strings, not checked on a GPU), so a query that could not
+size the deterministic algorithm is followed by a launch that refuses it, not one that runs it on
+a smaller buffer.
 
 On a ROCm/HIP build no algorithm is changed (hipSPARSE maps them to rocSPARSE's, whose
 reproducibility page calls its non-transposed products deterministic already), and the
