@@ -541,3 +541,23 @@ def test_dense_at_sparse_is_refused_with_a_way_out_that_works(standin_cupy: Modu
         result, made = run(lambda: (transposed @ matrix.T).T)
         assert made[-1].alg == SPMM_CSR_ALG3 and result.shape == (2, 3)
     assert (matrix @ csr).shape == (2, 3)  # outside the scope: CuPy's own product
+
+
+def test_what_cusparse_answers_for_the_deterministic_size_never_fails_cupys_own_call(
+    standin_cupy: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outside the scope the extra size query must never fail CuPy's own product: whatever
+    cuSPARSE answers for the deterministic algorithm, the query answers CuPy's size."""
+    from cupy_backends.cuda.libs import cusparse
+
+    cupy = standin_cupy
+    for status in (10, 3):  # not supported; invalid value
+        def refuse(*args: Any, status: int = status) -> None:
+            raise cusparse.CuSparseError(status)
+
+        monkeypatch.setattr(cusparse, "_alg3_operands", refuse)
+        made = calls(lambda: canonical(cupy) @ cupy.ones((3, 2), "float32"))
+        assert [(c.function, c.alg) for c in made] == [("spMM_bufferSize", 0), ("spMM", 0)] and fits(made[-1])
+        with DETERMINISTIC, pytest.raises(RuntimeError if status == 10 else cusparse.CuSparseError) as raised:
+            canonical(cupy) @ cupy.ones((3, 2), "float32")
+        assert ("does not have a deterministic implementation" in str(raised.value)) is (status == 10)
