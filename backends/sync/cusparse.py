@@ -264,8 +264,8 @@ def _spmv(spmv: Any) -> Any:
         if not read("algorithms.deterministic") or hip:
             return spmv(a, x, y, alpha, beta, transa)
         csr, transposed = (a.T, not transa) if getattr(a, "format", None) == "csc" else (a, bool(transa))
-        if getattr(csr, "format", None) != "csr" or transposed:
-            return spmv(a, x, y, alpha, beta, transa)  # COO, or refused at the launch
+        if getattr(csr, "format", None) != "csr" or transposed or len(getattr(csr, "shape", ())) != 2:
+            return spmv(a, x, y, alpha, beta, transa)  # COO, refused at the launch, or not CuPy's
         rows, cols = csr.shape
         accumulates = y is not None and not _is_zero(beta)
         if (rows > 1 and cols > 1 and not accumulates) or _cupy_raises(csr, x, y):
