@@ -37,10 +37,12 @@ device) starts in the creating context's mode and is recorded for its thread and
 device, so ``sync()`` finds it without asking CuPy (which would create one). A handle
 made before this module wrapped ``create`` is recorded at its first launch here.
 
-Streams. cuBLAS guarantees the same bits from run to run "when a single CUDA stream is
-active only"; with several concurrent streams on one handle it may pick other internal
-workspaces and implementations, unless the handle was made while ``CUBLAS_WORKSPACE_CONFIG``
-was ``:4096:8`` or ``:16:8`` (cuBLAS reads it then; cuBLAS guide, "Results reproducibility").
+Streams. The cuBLAS guide ("Results reproducibility") says its same-bits guarantee "no longer
+holds when multiple CUDA streams are active or fixed-point emulation is used" (CuPy never asks
+for emulation): with several concurrent streams on one handle cuBLAS may pick other internal
+workspaces and implementations, unless ``CUBLAS_WORKSPACE_CONFIG`` is ``:4096:8`` or
+``:16:8``. When cuBLAS reads that variable NVIDIA does not document (not when the library
+loads); the rule takes its value when the handle is made.
 CuPy keeps one handle per thread for all its streams (each routine first sets the handle's
 stream to the thread's current one). So every wrapped routine notes the stream it launches on
 (the current stream of ``cupy.cuda.stream``; ``cudaStreamLegacy`` counts as the null stream),
@@ -130,7 +132,7 @@ _seen: dict[int, Seen] = {}
 _mode_on: dict[int, int] = {}
 #: handle -> whether its device has TF32 (compute capability >= 8.0)
 _has_tf32: dict[int, bool] = {}
-#: handle -> CUBLAS_WORKSPACE_CONFIG when it was made (cuBLAS reads it then), or when first seen
+#: handle -> CUBLAS_WORKSPACE_CONFIG when it was made (when cuBLAS reads it is not documented), or when first seen
 _workspace: dict[int, str | None] = {}
 #: handle -> the one stream it has been used from, or SEVERAL (or SOME_DEFAULT); absent: unused
 _stream_of: dict[int, int] = {}
@@ -223,8 +225,8 @@ def note_stream(handle: int, stream: int) -> None:
 def check_streams(name: str, handle: int, stream: int) -> None:
     """Refuse the float GEMM ``name`` (``algorithms.deterministic`` is on) on ``stream`` if
     ``handle`` has been used from another stream and was made without one of cuBLAS's
-    deterministic ``CUBLAS_WORKSPACE_CONFIG`` settings (cuBLAS reads the variable when it makes
-    a handle). CuPy keeps one handle per thread for all its streams."""
+    deterministic ``CUBLAS_WORKSPACE_CONFIG`` settings (as the variable was when the handle was
+    made: when cuBLAS reads it is not documented). CuPy keeps one handle per thread for all its streams."""
     if _workspace.get(handle) in DETERMINISTIC_WORKSPACES or not _other_stream(handle, stream):
         return
     alert(

@@ -3,7 +3,7 @@ arrays made by ``cupy.array``, a flat list of Python values (C order); other arr
 ``values = None`` and no data.
 
 Values are carried through what the stand-in's own models need (``astype``, ``reshape``,
-``ravel``, indexing, ``+ - * /`` elementwise, ``all``, ``sum``, ``int()``, ``bool()``);
+``ravel``, indexing, ``+ - * / %`` elementwise, ``all``, ``sum``, ``int()``, ``bool()``);
 anything a kernel writes loses them. Reading the values of an array without any raises
 ``TypeError``, so a model never silently computes with made-up data.
 
@@ -21,6 +21,7 @@ import itertools
 import math
 import threading
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -31,6 +32,14 @@ from cupy_backends.cuda.api import runtime
 from cupy._core._dtype import CHAR, ITEMSIZE, get_dtype, promote_types
 
 _pointers = itertools.count(0x7F0000000000, 0x1000)
+_allocations: weakref.WeakValueDictionary[int, _ndarray_base] = weakref.WeakValueDictionary()
+
+
+def allocation_size(ptr: int) -> int | None:
+    """The size in bytes of the live array whose data starts at ``ptr``, or ``None`` (not
+    CuPy's: lets a stand-in library see how large a buffer it was handed is)."""
+    array = _allocations.get(ptr)
+    return None if array is None else array.nbytes
 
 
 class MemoryPointer:
@@ -116,6 +125,18 @@ def _binary(a: Any, b: Any, fn: Callable[[Any, Any], Any], true_divide: bool = F
         return ndarray(shape, dtype)
 
 
+def _should_use_rop(x: Any, y: Any) -> bool:
+    """CuPy's ``core.pyx`` ``_should_use_rop``: leave ``x op y`` to ``y`` (``NotImplemented``)
+    when ``y`` opts out of ufuncs, or has a higher ``__array_priority__`` (sparse matrices: 101)."""
+    y_ufunc = getattr(y, "__array_ufunc__", _HANDLED)
+    if y_ufunc is not _HANDLED:
+        return y_ufunc is None
+    return bool(getattr(x, "__array_priority__", 0) < getattr(y, "__array_priority__", 0))
+
+
+_HANDLED = object()
+
+
 class _Flags:
     c_contiguous = True  # stand-in arrays have no strides
     f_contiguous = False
@@ -136,6 +157,7 @@ class _ndarray_base:
         self.values = values
         device_id = runtime.getDevice()  # raises CUDARuntimeError without a driver
         self.data = MemoryPointer(next(_pointers), device_id)
+        _allocations[self.data.ptr] = self
 
     @property
     def ndim(self) -> int:
@@ -305,20 +327,34 @@ class _ndarray_base:
     def __rtruediv__(self, other: Any) -> ndarray:
         return _binary(other, self, lambda x, y: x / y, true_divide=True)
 
+    def __mod__(self, other: Any) -> ndarray:
+        return _binary(self, other, lambda x, y: x % y)
+
     def dot(self, b: ndarray, out: ndarray | None = None) -> ndarray:
         from cupy._core._routines_linalg import dot
 
         return dot(self, b, out)
 
-    def __matmul__(self, other: ndarray) -> ndarray:
+    def __matmul__(self, other: Any) -> Any:
         from cupy._core._routines_linalg import matmul
 
-        return matmul(self, other)
+        if isinstance(other, _ndarray_base):
+            return matmul(self, other)
+        if _should_use_rop(self, other):  # a sparse matrix: its __rmatmul__
+            return NotImplemented
+        raise NotImplementedError("the stand-in does not model numpy.matmul of a CuPy array")
 
     def __rmatmul__(self, other: ndarray) -> ndarray:
         from cupy._core._routines_linalg import matmul
 
         return matmul(other, self)
+
+    @property
+    def T(self) -> ndarray:
+        """The axes reversed (values transposed where known)."""
+        if self.values is None:
+            return ndarray(self.shape[::-1], self.dtype)
+        return _from_grid(numpy.transpose(_grid(self)), self.dtype)
 
     # ------------------------------------------------------------ indexing
     def __getitem__(self, slices: Any) -> ndarray:
