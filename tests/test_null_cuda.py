@@ -3,7 +3,8 @@
 ``tests/nullcuda/`` holds the null CUDA (a shared library built here with the system ``cc``,
 preloaded ahead of the CUDA libraries: it answers CuPy's calls on the CPU and records what each
 library call was given) and the cases that run under it (``cases_*.py``). This file builds it
-and runs those cases in a child pytest, once per engine.
+and runs those cases in a child pytest, once per engine, and checks that the names the sync
+layer is checked against (``tests/real_cupy_names.json``) are still the installed CuPy's.
 
 CI's real-wheel job (``.ci/run``) runs it with the real CuPy 14.2 and 13.6 and sets
 ``REAL_WHEELS_CUPY`` to the version it installed: then nothing here may skip. Elsewhere it
@@ -26,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests import nullcuda
+from tests.nullcuda import real_names
 
 EXPECTED_CUPY = os.environ.get("REAL_WHEELS_CUPY", "")  # set by CI's real-wheel job
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,6 +89,19 @@ def test_the_real_cupy_runs_through_every_wrapped_path_under_the_null_cuda(
     record = (tmp_path / "record.jsonl").read_text().splitlines()
     unanswered = sorted({json.loads(line)["function"] for line in record if '"unanswered"' in line})
     assert unanswered == [], f"CuPy called functions the null CUDA does not answer: {unanswered}"
+
+
+def test_the_recorded_names_are_the_installed_cupys(built: nullcuda.Build) -> None:
+    """``tests/real_cupy_names.json`` (what ``tests/test_sync_names.py`` checks the sync layer
+    and the stand-in against) still says what this CuPy's modules hold."""
+    version, names = real_names.installed()
+    recorded = real_names.load()
+    if version not in recorded:
+        _not_available(f"CuPy {version} is not recorded in {real_names.SNAPSHOT.name} (only {sorted(recorded)})")
+    assert recorded[version] == names, (
+        f"CuPy {version}'s names changed: run python -m tests.nullcuda.real_names --write "
+        "and check what the sync layer reads"
+    )
 
 
 # -- compiler hygiene, and what needs no CuPy -----------------------------------------------------

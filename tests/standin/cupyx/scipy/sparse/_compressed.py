@@ -29,8 +29,8 @@ from typing import Any
 
 import cupy
 from cupy import _core
-from cupy._core._dtype import get_dtype
-from cupy._core._kernel import record_launch
+from cupy._core._dtype import get_dtype as _get_dtype
+from cupy._core._kernel import record_launch as _record_launch
 
 from cupyx.scipy.sparse import _base, _index, _util
 from cupyx.scipy.sparse import _data as sparse_data
@@ -145,7 +145,7 @@ class _compressed_sparse_matrix(sparse_data._data_matrix, _index.IndexMixin):
         else:
             raise ValueError("Unsupported initializer format")
 
-        dtype = data.dtype if dtype is None else get_dtype(dtype)
+        dtype = data.dtype if dtype is None else _get_dtype(dtype)
         if dtype not in ("bool", "float32", "float64", "complex64", "complex128"):
             raise ValueError("Only bool, float32, float64, complex64 and complex128 are supported")
 
@@ -248,15 +248,15 @@ class _compressed_sparse_matrix(sparse_data._data_matrix, _index.IndexMixin):
             return self._empty_like(new_shape)
         if N > _INT32_MAX or n_idx > _INT32_MAX:
             return self._minor_index_fancy_sorted(idx, M, n_idx, new_shape)
-        record_launch("bincount_idx_global", idx)
-        record_launch("row_kept_count", self.indptr, self.indices)
+        _record_launch("bincount_idx_global", idx)
+        _record_launch("row_kept_count", self.indptr, self.indices)
         data, indices, indptr = self._minor_entries(idx, ordered=False)
-        record_launch(self._fill_B.name, self.indptr, self.indices, self.data, indptr, indices, data)
+        _record_launch(self._fill_B.name, self.indptr, self.indices, self.data, indptr, indices, data)
         return self.__class__._from_parts(data, indices, indptr, new_shape)
 
     def _minor_index_fancy_sorted(self, idx: Any, M: int, n_idx: int, new_shape: Any) -> Any:
         """Sort-based fancy minor-axis indexing (CuPy's deterministic path)."""
-        record_launch("minor_index_fancy_sorted", self.indices, idx)
+        _record_launch("minor_index_fancy_sorted", self.indices, idx)
         data, indices, indptr = self._minor_entries(idx, ordered=True)
         if data.size == 0:
             return self._empty_like(new_shape)
