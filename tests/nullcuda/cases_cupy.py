@@ -329,6 +329,28 @@ def test_a_device_below_compute_capability_8_gets_no_tf32() -> None:
     assert (gemm["math_mode"], gemm["compute_type"]) == (DEFAULT_MATH, COMPUTE_32F)
 
 
+def test_cupy_destroys_its_handles_at_exit_through_the_wrapper_quietly() -> None:
+    """At interpreter exit CuPy frees its thread-local handles, after the modules' globals are
+    cleared, and calls ``cublas.destroy`` (the sync layer's wrapper) for each: the handle is
+    destroyed and nothing is printed."""
+    script = (
+        "from tests import nullcuda\n"
+        "nullcuda.activate()\n"
+        "import backends, cupy, numpy, threading\n"
+        "a = cupy.asarray(numpy.ones((4, 4), numpy.float32))\n"
+        "a @ a\n"
+        "thread = threading.Thread(target=lambda: a @ a)\n"
+        "thread.start()\n"
+        "thread.join()\n"
+    )
+    with nullcuda.recording() as calls:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    created = [c["handle"] for c in calls if c["call"] == "cublasCreate_v2"]
+    destroyed = [c["handle"] for c in calls if c["call"] == "cublasDestroy_v2"]
+    assert len(created) == 2 and sorted(destroyed) == sorted(created)  # the thread's as it ended, the main one at exit
+
+
 # ---------------------------------------------------------------- streams (algorithms.deterministic)
 
 
