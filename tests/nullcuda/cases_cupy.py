@@ -307,26 +307,54 @@ def test_a_second_device_gets_its_own_handle_and_the_same_flags() -> None:
     assert [(c["handle"], c["math_mode"]) for c in gemms(calls)] == [(created[0]["handle"], TF32_TENSOR_OP_MATH)]
 
 
-def test_a_device_below_compute_capability_8_gets_no_tf32() -> None:
-    """CuPy 13.6 / 14.2 and the sync layer ask the device's compute capability through CuPy's
-    runtime module (attribute 75): on a 7.0 device no TF32 math mode or compute type."""
+def gemms_in_a_process(body: str, **env: str) -> list[Calls]:
+    """The GEMMs of each block a fresh process under the null CUDA records: ``body`` (indented
+    by four) runs with ``a``, a float32 matrix, and ``block(label)``, a context that records."""
     script = (
         "from tests import nullcuda\n"
         "nullcuda.activate()\n"
-        "import backends, cupy, numpy, json\n"
+        "import backends, contextlib, cupy, numpy, json\n"
         "a = cupy.asarray(numpy.ones((4, 4), numpy.float32))\n"
-        "with nullcuda.recording() as calls:\n"
-        "    with backends.cuda.matmul.tf32(True):\n"
-        "        a @ a\n"
-        "print(json.dumps([c for c in calls if c['call'] == 'cublasGemmEx']))\n"
+        "blocks = []\n"
+        "@contextlib.contextmanager\n"
+        "def block():\n"
+        "    with nullcuda.recording() as calls:\n"
+        "        yield\n"
+        "    blocks.append([c for c in calls if c['call'] == 'cublasGemmEx'])\n"
+        "if True:\n" + body + "print(json.dumps(blocks))\n"
     )
-    env = {**os.environ, "NULLCUDA_COMPUTE_CAPABILITY": "7.0"}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env={**os.environ, **env}, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     import json
 
-    (gemm,) = json.loads(done.stdout)
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def test_a_device_below_compute_capability_8_gets_no_tf32() -> None:
+    """CuPy 13.6 / 14.2 and the sync layer ask the device's compute capability through CuPy's
+    runtime module (attribute 75): on a 7.0 device no TF32 math mode or compute type."""
+    body = "    with block(), backends.cuda.matmul.tf32(True):\n        a @ a\n"
+    ((gemm,),) = gemms_in_a_process(body, NULLCUDA_COMPUTE_CAPABILITY="7.0")
     assert (gemm["math_mode"], gemm["compute_type"]) == (DEFAULT_MATH, COMPUTE_32F)
+
+
+def test_cupy_tf32_is_the_default_and_a_scope_without_tf32_still_gets_none() -> None:
+    """With ``CUPY_TF32=1`` CuPy passes the TF32 compute type to every float32 GEMM, and
+    backends reads the variable as ``allow_tf32``'s default: in a ``tf32(False)`` scope the
+    sync layer exchanges CuPy's compute type for plain 32F and sets the IEEE math mode."""
+    body = (
+        "    with block():\n        a @ a\n"
+        "    with block(), backends.cuda.matmul.tf32(False):\n        a @ a\n"
+        "    with block():\n        a @ a\n"
+    )
+    calls = gemms_in_a_process(body, CUPY_TF32="1")
+    assert [[(c["math_mode"], c["compute_type"]) for c in block] for block in calls] == [
+        [(TF32_TENSOR_OP_MATH, COMPUTE_32F_FAST_TF32)],
+        [(DEFAULT_MATH, COMPUTE_32F)],
+        [(TF32_TENSOR_OP_MATH, COMPUTE_32F_FAST_TF32)],
+    ]
 
 
 def test_cupy_destroys_its_handles_at_exit_through_the_wrapper_quietly() -> None:
@@ -576,3 +604,23 @@ def test_float_cumsum_takes_cupys_own_scan_instead_of_cub_in_the_scope() -> None
         _accelerator.set_routine_accelerators(saved)
     assert not any("scan" in kernel for kernel in through_cub), through_cub
     assert any("scan" in kernel for kernel in own), own
+
+
+# ---------------------------------------------------------------- what the null CUDA does not reach
+
+STATIC_RUNTIME = (
+    "CuPy calls CUB / Thrust here, which launch through NVIDIA's CUDA runtime linked into CuPy's own "
+    "modules: the null CUDA does not reach it (that runtime finds no driver and fails)"
+)
+
+
+@pytest.mark.xfail(raises=RuntimeError, strict=True, reason=STATIC_RUNTIME)
+def test_minor_axis_fancy_indexing_in_the_scope() -> None:
+    """CuPy 14.2's ``csr[:, index]`` (which the sync layer sends to CuPy's sorted path in the
+    scope) calls CUB from its sparse module, with or without the accelerator."""
+    if CUPY_MAJOR < 14:
+        pytest.skip("CuPy 13 indexes the minor axis through a transpose: the sync layer leaves it alone")
+    m = csr(8, 8)
+    index = cupy.asarray(numpy.array([0, 2, 2], numpy.int32))
+    with backends.algorithms.flags(deterministic=True):
+        m[:, index]
