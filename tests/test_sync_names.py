@@ -20,6 +20,7 @@ from __future__ import annotations
 import __future__
 
 import ast
+import importlib
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,7 +31,8 @@ import pytest
 from tests.nullcuda.real_names import CLASSES, load
 from tests.standin_fixture import use_standin
 
-SYNC = Path(__file__).resolve().parent.parent / "backends" / "sync"
+#: the sync layer that is imported (a release's tests run on its installed wheel, without the source tree)
+SYNC = Path(importlib.import_module("backends.sync").__file__ or "").resolve().parent
 #: targets that read no CuPy module: the cuDNN frontend is NVIDIA's (its own tests check it)
 NOT_CUPY = {"cudnn_frontend.py"}
 #: names bound to a CuPy module that the walk cannot see: (file, name) -> module
@@ -300,7 +302,6 @@ STANDIN_ONLY = {
 
 
 def _standin_names(standin: ModuleType, module: str) -> set[str] | None:
-    import importlib
     import warnings
 
     try:
