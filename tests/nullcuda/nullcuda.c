@@ -686,6 +686,55 @@ EXPORT int cuLinkComplete(void *state, void **image, size_t *size) {
 }
 EXPORT int cuLinkDestroy(void *state) { free(state); return CUDA_SUCCESS; }
 
+/* ------------------------------------------------------------------ handles that hold a stream */
+
+/* cuSPARSE's, cuSOLVER's and cuDNN's handles: a stream (and cuSPARSE's pointer mode). */
+typedef struct {
+    unsigned magic;
+    int pointer_mode;
+    void *stream;
+} stream_handle;
+
+static stream_handle *stream_handle_of(void *h, unsigned magic) {
+    stream_handle *s = h;
+    return s && s->magic == magic ? s : NULL;
+}
+
+/* name##Create, name##Destroy, name##SetStream and name##GetStream of a library whose status
+ * codes for "not initialized" and "allocation failed" are given. */
+#define STREAM_HANDLE(name, tag, not_initialized, alloc_failed)                                       \
+    EXPORT int name##Create(void **out) {                                                               \
+        stream_handle *s = calloc(1, sizeof *s);                                                         \
+        if (!s)                                                                                          \
+            return alloc_failed;                                                                         \
+        s->magic = tag;                                                                                  \
+        *out = s;                                                                                        \
+        record(#name "Create", "\"handle\": %" PRIuPTR, U(s));                                           \
+        return 0;                                                                                        \
+    }                                                                                                    \
+    EXPORT int name##Destroy(void *h) {                                                                 \
+        stream_handle *s = stream_handle_of(h, tag);                                                     \
+        if (!s)                                                                                          \
+            return not_initialized;                                                                      \
+        s->magic = 0;                                                                                    \
+        free(s);                                                                                         \
+        return 0;                                                                                        \
+    }                                                                                                    \
+    EXPORT int name##SetStream(void *h, void *stream) {                                                 \
+        stream_handle *s = stream_handle_of(h, tag);                                                     \
+        if (!s)                                                                                          \
+            return not_initialized;                                                                      \
+        s->stream = stream;                                                                              \
+        return 0;                                                                                        \
+    }                                                                                                    \
+    EXPORT int name##GetStream(void *h, void **stream) {                                                \
+        stream_handle *s = stream_handle_of(h, tag);                                                     \
+        if (!s)                                                                                          \
+            return not_initialized;                                                                      \
+        *stream = s->stream;                                                                             \
+        return 0;                                                                                        \
+    }
+
 /* ------------------------------------------------------------------ cuBLAS */
 
 enum { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_NOT_INITIALIZED = 1, CUBLAS_STATUS_ALLOC_FAILED = 3,
@@ -817,11 +866,6 @@ enum { CUSPARSE_STATUS_SUCCESS = 0, CUSPARSE_STATUS_NOT_INITIALIZED = 1, CUSPARS
        CUSPARSE_STATUS_INVALID_VALUE = 3, CUSPARSE_STATUS_NOT_SUPPORTED = 10,
        CUSPARSE_STATUS_INSUFFICIENT_RESOURCES = 11 };
 
-typedef struct {
-    unsigned magic;
-    int pointer_mode;
-    void *stream;
-} sparse_handle;
 #define SPARSE_MAGIC 0x5A25u
 
 /* Sparse and dense descriptors: what a product needs to know of its operands. */
@@ -837,55 +881,22 @@ typedef struct {
 #define DNMAT_MAGIC 0xDEA7u
 #define MATDESCR_MAGIC 0x3DE5u
 
-static sparse_handle *sparse(void *h) {
-    sparse_handle *s = h;
-    return s && s->magic == SPARSE_MAGIC ? s : NULL;
-}
+static stream_handle *sparse(void *h) { return stream_handle_of(h, SPARSE_MAGIC); }
 static descriptor *described(const void *d, unsigned magic) {
     descriptor *x = (descriptor *)d;
     return x && x->magic == magic ? x : NULL;
 }
 
-EXPORT int cusparseCreate(void **out) {
-    sparse_handle *s = calloc(1, sizeof *s);
-    if (!s)
-        return CUSPARSE_STATUS_ALLOC_FAILED;
-    s->magic = SPARSE_MAGIC;
-    *out = s;
-    record("cusparseCreate", "\"handle\": %" PRIuPTR, U(s));
-    return CUSPARSE_STATUS_SUCCESS;
-}
-EXPORT int cusparseDestroy(void *h) {
-    sparse_handle *s = sparse(h);
-    if (!s)
-        return CUSPARSE_STATUS_NOT_INITIALIZED;
-    s->magic = 0;
-    free(s);
-    return CUSPARSE_STATUS_SUCCESS;
-}
-EXPORT int cusparseSetStream(void *h, void *st) {
-    sparse_handle *s = sparse(h);
-    if (!s)
-        return CUSPARSE_STATUS_NOT_INITIALIZED;
-    s->stream = st;
-    return CUSPARSE_STATUS_SUCCESS;
-}
-EXPORT int cusparseGetStream(void *h, void **st) {
-    sparse_handle *s = sparse(h);
-    if (!s)
-        return CUSPARSE_STATUS_NOT_INITIALIZED;
-    *st = s->stream;
-    return CUSPARSE_STATUS_SUCCESS;
-}
+STREAM_HANDLE(cusparse, SPARSE_MAGIC, CUSPARSE_STATUS_NOT_INITIALIZED, CUSPARSE_STATUS_ALLOC_FAILED)
 EXPORT int cusparseSetPointerMode(void *h, int mode) {
-    sparse_handle *s = sparse(h);
+    stream_handle *s = sparse(h);
     if (!s)
         return CUSPARSE_STATUS_NOT_INITIALIZED;
     s->pointer_mode = mode;
     return CUSPARSE_STATUS_SUCCESS;
 }
 EXPORT int cusparseGetPointerMode(void *h, int *mode) {
-    sparse_handle *s = sparse(h);
+    stream_handle *s = sparse(h);
     if (!s)
         return CUSPARSE_STATUS_NOT_INITIALIZED;
     *mode = s->pointer_mode;
@@ -1093,7 +1104,7 @@ static size_t workspace_for(int alg, const descriptor *a) { return (size_t)(alg 
 
 static int product(const char *call, int query, void *h, int op_a, int op_b, const void *mat_a, int compute, int alg,
                    void *buffer_or_size) {
-    sparse_handle *s = sparse(h);
+    stream_handle *s = sparse(h);
     descriptor *a = described(mat_a, SPMAT_MAGIC);
     if (!s)
         return CUSPARSE_STATUS_NOT_INITIALIZED;
@@ -1255,46 +1266,9 @@ EXPORT int cufftXtExec(int p, void *in, void *out, int direction) {
 
 enum { CUSOLVER_STATUS_SUCCESS = 0, CUSOLVER_STATUS_NOT_INITIALIZED = 1, CUSOLVER_STATUS_ALLOC_FAILED = 2 };
 
-typedef struct {
-    unsigned magic;
-    void *stream;
-} solver_handle;
 #define SOLVER_MAGIC 0x501Fu
-
-static solver_handle *solver(void *h) {
-    solver_handle *s = h;
-    return s && s->magic == SOLVER_MAGIC ? s : NULL;
-}
-EXPORT int cusolverDnCreate(void **out) {
-    solver_handle *s = calloc(1, sizeof *s);
-    if (!s)
-        return CUSOLVER_STATUS_ALLOC_FAILED;
-    s->magic = SOLVER_MAGIC;
-    *out = s;
-    return CUSOLVER_STATUS_SUCCESS;
-}
-EXPORT int cusolverDnDestroy(void *h) {
-    solver_handle *s = solver(h);
-    if (!s)
-        return CUSOLVER_STATUS_NOT_INITIALIZED;
-    s->magic = 0;
-    free(s);
-    return CUSOLVER_STATUS_SUCCESS;
-}
-EXPORT int cusolverDnSetStream(void *h, void *st) {
-    solver_handle *s = solver(h);
-    if (!s)
-        return CUSOLVER_STATUS_NOT_INITIALIZED;
-    s->stream = st;
-    return CUSOLVER_STATUS_SUCCESS;
-}
-EXPORT int cusolverDnGetStream(void *h, void **st) {
-    solver_handle *s = solver(h);
-    if (!s)
-        return CUSOLVER_STATUS_NOT_INITIALIZED;
-    *st = s->stream;
-    return CUSOLVER_STATUS_SUCCESS;
-}
+static stream_handle *solver(void *h) { return stream_handle_of(h, SOLVER_MAGIC); }
+STREAM_HANDLE(cusolverDn, SOLVER_MAGIC, CUSOLVER_STATUS_NOT_INITIALIZED, CUSOLVER_STATUS_ALLOC_FAILED)
 EXPORT int cusolverGetProperty(int type, int *value) {
     static const int version[3] = {11, 7, 5};
     if (type < 0 || type > 2)
@@ -1315,7 +1289,7 @@ EXPORT int cusolverGetProperty(int type, int *value) {
     EXPORT int cusolverDn##t##potrf(void *h, int uplo, int n, void *A, int lda, void *work, int lwork,   \
                                     int *info) {                                                          \
         (void)uplo; (void)A; (void)lda; (void)work; (void)lwork; (void)info;                              \
-        solver_handle *s = solver(h);                                                                     \
+        stream_handle *s = solver(h);                                                                     \
         if (!s)                                                                                           \
             return CUSOLVER_STATUS_NOT_INITIALIZED;                                                       \
         record("cusolverDn" #t "potrf", "\"handle\": %" PRIuPTR ", \"stream\": %" PRIuPTR ", \"n\": %d",  \
@@ -1468,47 +1442,10 @@ EXPORT int cutensorContract(void *h, const void *p, const void *alpha, const voi
 enum { CUDNN_STATUS_SUCCESS = 0, CUDNN_STATUS_NOT_INITIALIZED = 1, CUDNN_STATUS_ALLOC_FAILED = 2,
        CUDNN_STATUS_NOT_SUPPORTED = 9 };
 
-typedef struct {
-    unsigned magic;
-    void *stream;
-} dnn_handle;
 #define DNN_MAGIC 0xD77Eu
 
-static dnn_handle *dnn(void *h) {
-    dnn_handle *d = h;
-    return d && d->magic == DNN_MAGIC ? d : NULL;
-}
 EXPORT size_t cudnnGetVersion(void) { return 8907; }
 EXPORT const char *cudnnGetErrorString(int status) {
     return status == CUDNN_STATUS_NOT_SUPPORTED ? "CUDNN_STATUS_NOT_SUPPORTED (null CUDA)" : "CUDNN_STATUS (null CUDA)";
 }
-EXPORT int cudnnCreate(void **out) {
-    dnn_handle *d = calloc(1, sizeof *d);
-    if (!d)
-        return CUDNN_STATUS_ALLOC_FAILED;
-    d->magic = DNN_MAGIC;
-    *out = d;
-    return CUDNN_STATUS_SUCCESS;
-}
-EXPORT int cudnnDestroy(void *h) {
-    dnn_handle *d = dnn(h);
-    if (!d)
-        return CUDNN_STATUS_NOT_INITIALIZED;
-    d->magic = 0;
-    free(d);
-    return CUDNN_STATUS_SUCCESS;
-}
-EXPORT int cudnnSetStream(void *h, void *s) {
-    dnn_handle *d = dnn(h);
-    if (!d)
-        return CUDNN_STATUS_NOT_INITIALIZED;
-    d->stream = s;
-    return CUDNN_STATUS_SUCCESS;
-}
-EXPORT int cudnnGetStream(void *h, void **s) {
-    dnn_handle *d = dnn(h);
-    if (!d)
-        return CUDNN_STATUS_NOT_INITIALIZED;
-    *s = d->stream;
-    return CUDNN_STATUS_SUCCESS;
-}
+STREAM_HANDLE(cudnn, DNN_MAGIC, CUDNN_STATUS_NOT_INITIALIZED, CUDNN_STATUS_ALLOC_FAILED)

@@ -70,7 +70,9 @@ extern int cudaEventElapsedTime(float *, void *, void *);
 #define P(x) ((void *)(x))
 #define NOT_SUPPORTED 801 /* cudaErrorNotSupported */
 
-/* CuPy's runtime.check_status (raises CUDARuntimeError) and runtime.PointerAttributes. */
+/* CuPy's runtime.check_status (raises CUDARuntimeError) and runtime.PointerAttributes. Global,
+ * not module state: the routed functions are called through the runtime module's capsules,
+ * with Cython's arguments only, and there is one runtime module per process. */
 static PyObject *(*check_status)(int, int);
 static PyObject *pointer_attributes;
 
@@ -561,9 +563,13 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_nullcuda_runtime", "CuPy's runtime module routed to the null CUDA (tests only).", -1,
-    methods, NULL, NULL, NULL, NULL,
+static PyModuleDef_Slot slots[] = {
+    {0, NULL},
 };
 
-PyMODINIT_FUNC PyInit__nullcuda_runtime(void) { return PyModule_Create(&module); }
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_nullcuda_runtime", "CuPy's runtime module routed to the null CUDA (tests only).", 0,
+    methods, slots, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__nullcuda_runtime(void) { return PyModuleDef_Init(&module); }
