@@ -435,6 +435,16 @@ def test_the_plan_cache_capacity_follows_the_flag_where_it_is_set() -> None:
     assert [c["call"] for c in uncached if c["call"].startswith("cufftExec")] == ["cufftExecC2C"] * 2
 
 
+def test_an_fft_runs_on_the_current_stream_with_the_plan_the_scope_kept() -> None:
+    x = matrix((32,), numpy.complex64)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream, backends.flags({"cuda.cufft_plan_cache.max_size": 2}):
+        calls = run(lambda: (cupy.fft.fft(x), cupy.fft.ifft(x)))
+    executed = [(c["call"], c["stream"], c["direction"]) for c in calls if c["call"].startswith("cufftExec")]
+    assert executed == [("cufftExecC2C", stream.ptr, -1), ("cufftExecC2C", stream.ptr, 1)]
+    assert len({c["plan"] for c in calls if c["call"].startswith("cufftExec")}) == 1  # one plan, cached
+
+
 def test_each_thread_sizes_its_own_plan_cache() -> None:
     from cupy.fft.config import get_plan_cache
 
