@@ -476,7 +476,7 @@ def test_an_alg3_refusal_is_reported_as_a_refused_deterministic_product(
     from cupy_backends.cuda.libs import cusparse
 
     cupy = standin_cupy
-    monkeypatch.setattr(cusparse, "ALG3_REFUSED_TYPES", {*cusparse.ALG3_REFUSED_TYPES, CUDA_R_32F})
+    monkeypatch.setattr(cusparse, "_ALG3_REFUSED_TYPES", {*cusparse._ALG3_REFUSED_TYPES, CUDA_R_32F})
     csr, matrix = canonical(cupy), cupy.ones((3, 2), "float32")
     operands = "A: 3x3 CSR of CUDA_R_32F, opA=N, opB=N, compute type CUDA_R_32F"
     operation = f"cupyx.cusparse.spmm of these operands ({operands})"

@@ -359,8 +359,13 @@ def install(module: ModuleType) -> None:
         return create
 
     def forgotten(destroy_handle: Any) -> Callable[..., Any]:
+        # At interpreter exit CuPy destroys the handles it still holds after this module's
+        # globals are cleared: then only CuPy's destroy runs (a closure cell, as the check is).
+        finalizing = sys.is_finalizing
+
         def destroy(handle: int, *args: Any, **kwargs: Any) -> Any:
-            quietly(_forget, handle)  # (CuPy destroys handles as their thread ends: nothing may stop that)
+            if not finalizing():
+                quietly(_forget, handle)  # (CuPy destroys handles as their thread ends: nothing may stop that)
             return destroy_handle(handle, *args, **kwargs)
 
         return destroy

@@ -63,7 +63,8 @@ from .._engine.state import read
 from .nondeterministic import alert, guard
 from .wrapping import replace
 
-MODULE = "cupy_backends.cuda.libs.cusparse"
+# install() gets either: the bindings, or cupyx.cusparse (whose spmv takes the one-row, one-column path)
+MODULES = ("cupy_backends.cuda.libs.cusparse", "cupyx.cusparse")
 NON_TRANSPOSE = 0  # CUSPARSE_OPERATION_NON_TRANSPOSE
 FORMAT_CSR, FORMAT_CSC, FORMAT_COO = 1, 2, 3  # cusparseFormat_t, CuPy's CUSPARSE_FORMAT_*
 # cusparseSpMVAlg_t and cusparseSpMMAlg_t (cusparse.h); CuPy names only 3 and 2 of these

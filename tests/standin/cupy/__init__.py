@@ -24,7 +24,7 @@ __version__ = "14.0.0+standin"
 
 bool_ = "bool"
 float16 = "float16"
-bfloat16 = "bfloat16"
+# no bfloat16 name: the real CuPy has none (a bfloat16 array takes ml_dtypes.bfloat16; here "bfloat16")
 float32 = "float32"
 float64 = "float64"
 complex64 = "complex64"
@@ -160,7 +160,6 @@ __all__ = [
     "array",
     "asarray",
     "asfortranarray",
-    "bfloat16",
     "bincount",
     "bool_",
     "broadcast_arrays",

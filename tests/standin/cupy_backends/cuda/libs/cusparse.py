@@ -24,8 +24,8 @@ tell which query sized a buffer, and whether a launch's buffer fits its algorith
 
 ``SPMM_CSR_ALG3`` (12) refuses, in the query and in the launch, with ``CuSparseError(10)``
 (``CUSPARSE_STATUS_NOT_SUPPORTED``), the operands cuSPARSE 12.5's own messages name
-(``libcusparse.so.12``: "SPMM_CSR_ALG3 is not supported when opA != OPERATION_NON_TRANSPOSE or
-opB == OPERATION_CONJUGATE_TRANSPOSE", "SPMM_CSR_ALG3 data type combination not supported,
+(``libcusparse.so.12``: "_SPMM_CSR_ALG3 is not supported when opA != OPERATION_NON_TRANSPOSE or
+opB == OPERATION_CONJUGATE_TRANSPOSE", "_SPMM_CSR_ALG3 data type combination not supported,
 matA: {}, ..."): a transposed ``matA``, a conjugate-transposed ``matB``, and a sparse value
 type or compute type in ``ALG3_REFUSED_TYPES`` (NVIDIA documents ComplexF16 and ComplexBf16;
 which other combinations it refuses is not documented, so a test adds to the set).
@@ -80,10 +80,10 @@ BUFFER_SIZES = {
     ("spMV", 0): 80, ("spMV", 3): 64, ("spMV", 4): 128,
     ("spMM", 0): 160, ("spMM", 2): 96, ("spMM", 12): 256,
 }  # fmt: skip
-SPMM_CSR_ALG3 = 12
-CUDA_C_16F, CUDA_C_16BF = 6, 15  # cudaDataType_t
-#: value / compute types SPMM_CSR_ALG3 refuses here (a test may add one)
-ALG3_REFUSED_TYPES = {CUDA_C_16F, CUDA_C_16BF}
+_SPMM_CSR_ALG3 = 12
+_CUDA_C_16F, _CUDA_C_16BF = 6, 15  # cudaDataType_t
+#: value / compute types _SPMM_CSR_ALG3 refuses here (a test may add one)
+_ALG3_REFUSED_TYPES = {_CUDA_C_16F, _CUDA_C_16BF}
 
 # cusparseGetErrorName / cusparseGetErrorString (cuSPARSE 12.5) of the statuses the stand-in raises
 _STATUS = {
@@ -264,20 +264,20 @@ def _call(
         _check(handle)
     from cupy._core import core  # (CuPy's arrays: imported at call time, cupy imports this package)
 
-    size = None if query or buffer is None else core.allocation_size(buffer)
+    size = None if query or buffer is None else core._allocation_size(buffer)
     scalar = HOST_SCALARS.get(beta) if beta is not None else None
     value = None if scalar is None else scalar.item()
     RECORDER.record(SparseCall(function, op_a, threading.get_ident(), alg, buffer, size, value))
 
 
 def _alg3_operands(opA: int, opB: int, matA: int, computeType: int) -> None:
-    """cuSPARSE 12.5's checks of SPMM_CSR_ALG3's operands (its messages, in the docstring)."""
+    """cuSPARSE 12.5's checks of _SPMM_CSR_ALG3's operands (its messages, in the docstring)."""
     value_type = getattr(_attributes.get(matA), "valueType", None)
     if (
         opA != CUSPARSE_OPERATION_NON_TRANSPOSE
         or opB == CUSPARSE_OPERATION_CONJUGATE_TRANSPOSE
-        or value_type in ALG3_REFUSED_TYPES
-        or computeType in ALG3_REFUSED_TYPES
+        or value_type in _ALG3_REFUSED_TYPES
+        or computeType in _ALG3_REFUSED_TYPES
     ):
         raise CuSparseError(10)  # CUSPARSE_STATUS_NOT_SUPPORTED
 
@@ -292,14 +292,14 @@ def spMV(handle, opA, alpha, matA, vecX, beta, vecY, computeType, alg, externalB
 
 
 def spMM_bufferSize(handle, opA, opB, alpha, matA, matB, beta, matC, computeType, alg):
-    if alg == SPMM_CSR_ALG3:
+    if alg == _SPMM_CSR_ALG3:
         _alg3_operands(opA, opB, matA, computeType)
     _call("spMM_bufferSize", handle, opA, alg, query=True)
     return BUFFER_SIZES.get(("spMM", alg), 32)
 
 
 def spMM(handle, opA, opB, alpha, matA, matB, beta, matC, computeType, alg, externalBuffer):
-    if alg == SPMM_CSR_ALG3:
+    if alg == _SPMM_CSR_ALG3:
         _alg3_operands(opA, opB, matA, computeType)
     _call("spMM", handle, opA, alg, externalBuffer, beta=beta)
 

@@ -30,8 +30,8 @@ from typing import Any
 
 import cupy
 from cupy import _core
-from cupy._core._dtype import get_dtype
-from cupy._core._kernel import record_launch
+from cupy._core._dtype import get_dtype as _get_dtype
+from cupy._core._kernel import record_launch as _record_launch
 
 from cupyx.scipy.sparse import _base, _index, _util
 from cupyx.scipy.sparse import _data as sparse_data
@@ -151,7 +151,7 @@ class _compressed_sparse_matrix(sparse_data._data_matrix, _index.IndexMixin):
         else:
             raise ValueError("Unsupported initializer format")
 
-        dtype = data.dtype if dtype is None else get_dtype(dtype)
+        dtype = data.dtype if dtype is None else _get_dtype(dtype)
         if dtype not in ("bool", "float32", "float64", "complex64", "complex128"):
             raise ValueError("Only bool, float32, float64, complex64 and complex128 are supported")
 
@@ -282,14 +282,14 @@ class _compressed_sparse_matrix(sparse_data._data_matrix, _index.IndexMixin):
             return self._empty_like(new_shape)
         if N > _INT32_MAX or n_idx > _INT32_MAX:
             return self._minor_index_fancy_sorted(idx, M, n_idx, new_shape)
-        record_launch("bincount_idx_global", idx)
-        record_launch("row_kept_count", self.indptr, self.indices)
+        _record_launch("bincount_idx_global", idx)
+        _record_launch("row_kept_count", self.indptr, self.indices)
         # CuPy: col_order = cupy.argsort(idx), which sorts along the last axis: for a 2-D idx
         # (csc[idx2d, j]) that is each row's own order, which the kernel then reads as flat
         picks, width = idx._known_values(), idx.shape[-1]
         col_order = [j for r in range(0, len(picks), width) for j in _argsort(picks[r : r + width])]
         data, indices, indptr = self._minor_entries(idx, col_order)
-        record_launch(self._fill_B.name, self.indptr, self.indices, self.data, indptr, indices, data)
+        _record_launch(self._fill_B.name, self.indptr, self.indices, self.data, indptr, indices, data)
         return self.__class__._from_parts(data, indices, indptr, new_shape)
 
     def _minor_index_fancy_sorted(self, idx: Any, M: int, n_idx: int, new_shape: Any) -> Any:
@@ -299,7 +299,7 @@ class _compressed_sparse_matrix(sparse_data._data_matrix, _index.IndexMixin):
             # CuPy: idx[cupy.argsort(idx)] has idx.ndim + 1 axes, and cupy.searchsorted refuses
             # more than one (cupy/_sorting/search.py, _searchsorted)
             raise ValueError("object too deep for desired array")
-        record_launch("minor_index_fancy_sorted", self.indices, idx)
+        _record_launch("minor_index_fancy_sorted", self.indices, idx)
         data, indices, indptr = self._minor_entries(idx, None)
         if data.size == 0:
             return self._empty_like(new_shape)
