@@ -36,7 +36,7 @@ from tests.test_engine_safety import LEAKS_PER_CALL
 from tests.test_sync import COMPUTE_32F, COMPUTE_32F_FAST_TF32, DEFAULT_MATH, TF32_MATH
 
 PARITY = probe("""
-    import json, os, re, sys, threading
+    import json, os, re, sys, threading, warnings
     import backends
     import cupy  # the stand-in
     from cupy_backends.cuda.libs import cublas
@@ -184,6 +184,10 @@ PARITY = probe("""
             with (stream if stream is not None else backends.flags({})), \\
                     backends.algorithms.flags(deterministic=deterministic):
                 results.append([outcome(lambda: gemm(h, 0, 68)), target._stream_of.get(h)])
+        with warnings.catch_warnings(record=True) as caught, backends.algorithms.flags(deterministic=True,
+                                                                                       warn_only=True):
+            warnings.simplefilter("always")
+            results.append([outcome(lambda: gemm(h, 0, 68)), [str(w.message)[:60] for w in caught]])
         return results
 
     out["streams"] = []
@@ -290,9 +294,11 @@ def check_expected(out: dict[str, Any], per_thread_default: bool) -> None:
     streams = out["streams"]
     refused = "RuntimeError: cuBLAS gemmEx (a float GEMM"
     assert [result[:len(refused)] if result != "ok" else result for (result, _), _ in streams] == (
-        ["ok", "ok", "ok" if per_thread_default else refused, refused, "ok", refused]
+        ["ok", "ok", "ok" if per_thread_default else refused, refused, "ok", refused, "ok"]
     )
-    assert streams[0][1] == null and streams[-1][1] == -1  # one stream, then SEVERAL
+    assert streams[0][1] == null and streams[-2][1] == -1  # one stream, then SEVERAL
+    [warned] = streams[-1][1]  # warn_only: warns, and runs
+    assert warned.startswith(refused[len("RuntimeError: ") :]), warned
     for index, seen in enumerate(out["threads"]):
         modes_seen = {(entry[2], entry[3]) for entry in seen if entry[1] == "gemmEx"}
         assert modes_seen == ({(TF32_MATH, 77)} if index % 2 == 0 else {(DEFAULT_MATH, 68)}), (index, seen)

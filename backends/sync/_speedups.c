@@ -784,7 +784,8 @@ fast_prepare(PyObject *module, PyObject *args)
  * reference, whole: the fast path decides before it does anything, from the arguments alone,
  * so no call is ever done half here and half there. What the fast path does, in the reference's
  * order: prepare(handle, kind) (the FastPrepare above, in C); the stream the launch goes to;
- * for a GEMM on a float type in an algorithms.deterministic scope, check_streams() (Python);
+ * for a GEMM on a float type in an algorithms.deterministic scope, check_streams() (in C where
+ * the handle has been used from this stream only, else Python);
  * note_stream() (in C when the handle's entry already says so, else Python); a float32 GEMM's
  * compute type swapped between 32F and 32F_FAST_TF32 (in a copy of the argument vector: no
  * tuple is built); then CuPy's routine.
@@ -887,6 +888,16 @@ launch_stream(CublasRoutine *self, long long *value, PyObject **object, int *exa
     return 0;
 }
 
+/* *object: the stream as an int object (made from value where it is NULL). -1 with an exception set. */
+static int
+stream_object(long long value, PyObject **object)
+{
+    if (*object == NULL && (*object = PyLong_FromLongLong(value)) == NULL) {
+        return -1;
+    }
+    return 0;
+}
+
 /* cublas.note_stream(handle, stream): nothing to do where the handle's entry already is this
  * stream or SEVERAL (the steady state); else the reference does it. -1 with an exception set. */
 static int
@@ -906,7 +917,7 @@ note_stream(CublasRoutine *self, PyObject *handle, long long value, PyObject **o
         if (done) {
             return 0;
         }
-        if (*object == NULL && (*object = PyLong_FromLongLong(value)) == NULL) {
+        if (stream_object(value, object) < 0) {
             return -1;
         }
     }
@@ -918,6 +929,46 @@ note_stream(CublasRoutine *self, PyObject *handle, long long value, PyObject **o
         return -1;
     }
     Py_DECREF(result);
+    return 0;
+}
+
+/* Whether the handle's stream record is this stream or none (then check_streams passes without a
+ * word: the handle has been used from no other stream): 1; 0 where check_streams must decide (it
+ * reads the record again); -1 with an exception set. */
+static int
+only_this_stream(CublasRoutine *self, PyObject *handle, long long value, int exact)
+{
+    if (!exact) {
+        return 0;
+    }
+    PyObject *used = NULL;
+    if (dict_get_ref(self->stream_of, handle, &used) < 0) {
+        return -1;
+    }
+    int overflow = 0, only = used == NULL;
+    if (used != NULL && PyLong_CheckExact(used)) {
+        long long known = exact_int_value(used, &overflow);
+        only = !overflow && known == value;
+    }
+    Py_XDECREF(used);
+    return only;
+}
+
+/* cublas.check_streams(name, handle, stream): refuses (raises) or warns. -1 with an exception set. */
+static int
+check_streams(CublasRoutine *self, PyObject *handle, long long value, PyObject **object)
+{
+    if (stream_object(value, object) < 0) {
+        return -1;
+    }
+    PyObject *check = Py_NewRef(self->check);
+    PyObject *args[3] = {self->name, handle, *object};
+    PyObject *checked = PyObject_Vectorcall(check, args, 3, NULL);
+    Py_DECREF(check);
+    if (checked == NULL) {
+        return -1;
+    }
+    Py_DECREF(checked);
     return 0;
 }
 
@@ -983,17 +1034,10 @@ gemm_steps(CublasRoutine *self, PyObject *const *args, Py_ssize_t nargs, long at
         goto done;
     }
     if (check && !has_type(self->integer_types, atype)) { /* (no Atype: not an integer GEMM) */
-        if (stream == NULL && (stream = PyLong_FromLongLong(value)) == NULL) {
+        int only = only_this_stream(self, handle, value, exact);
+        if (only < 0 || (!only && check_streams(self, handle, value, &stream) < 0)) {
             goto done;
         }
-        PyObject *check_streams = Py_NewRef(self->check);
-        PyObject *check_args[3] = {self->name, handle, stream};
-        PyObject *checked = PyObject_Vectorcall(check_streams, check_args, 3, NULL);
-        Py_DECREF(check_streams);
-        if (checked == NULL) {
-            goto done;
-        }
-        Py_DECREF(checked);
     }
     if (note_stream(self, handle, value, &stream, exact) < 0) {
         goto done;
