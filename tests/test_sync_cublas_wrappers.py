@@ -558,3 +558,79 @@ def test_the_real_cupy_exports_the_stream_function_and_both_engines_raise_alike_
     reports_its_errors = version is not None and tuple(int(part) for part in version.split(".")[:2]) >= (14, 1)
     assert result["stream noted"] == (None if first == "import cupy" and reports_its_errors else 0)
 
+
+
+# -- each interpreter its own wrappers ------------------------------------------------------------------
+
+SUB_INTERPRETERS = """
+    import importlib, json, os, sys, tempfile
+    import backends
+    try:
+        import _interpreters as interpreters  # 3.13
+    except ImportError:
+        import _xxsubinterpreters as interpreters
+
+    def create(kind):
+        if sys.version_info >= (3, 13):
+            return interpreters.create(kind)
+        if sys.version_info >= (3, 12):
+            return interpreters.create(isolated=(kind == "isolated"))
+        return interpreters.create()
+
+    def run(interp, code):
+        if sys.version_info >= (3, 13):
+            assert interpreters.exec(interp, code) is None
+        else:
+            interpreters.run_string(interp, code)
+
+    # In each interpreter: its cuBLAS target's wrappers of a routine that records what it was
+    # given, for a handle the target knows, in and out of a tf32 scope.
+    WRAPPED = '''if 1:
+        import importlib, json, sys
+        sys.path[:0] = %r
+        import backends
+        from backends._engine import accelerator
+        target = importlib.import_module("backends.sync.cublas")
+        target._has_tf32[7] = True
+        target._mode_on[7] = target.DEFAULT_MATH
+        given = []
+        gemm = target.wrapper(lambda *args: given.append(args[17]), "gemmEx")
+        args = (7, 0, 0, 8, 8, 8, 0, 0, 0, 8, 0, 0, 8, 0, 0, 0, 8, 68, -1)
+        gemm(*args)
+        with backends.cuda.matmul.flags(allow_tf32=True):
+            target._mode_on[7] = target.TF32_TENSOR_OP_MATH
+            gemm(*args)
+        with open(%r, "w") as f:
+            f.write(json.dumps([accelerator.ACCELERATED, type(gemm).__name__, given]))
+    '''
+    main = importlib.import_module("backends.sync.cublas")
+    main._has_tf32[7] = True
+    main._mode_on[7] = main.DEFAULT_MATH
+    given = []
+    gemm = main.wrapper(lambda *args: given.append(args[17]), "gemmEx")
+    args = (7, 0, 0, 8, 8, 8, 0, 0, 0, 8, 0, 0, 8, 0, 0, 0, 8, 68, -1)
+    kinds = ["legacy"] + (["isolated"] if sys.version_info >= (3, 12) else [])
+    for kind in kinds:
+        descriptor, out = tempfile.mkstemp()
+        os.close(descriptor)
+        interp = create(kind)
+        run(interp, WRAPPED % (sys.path, out))
+        interpreters.destroy(interp)
+        with open(out) as f:
+            print(kind, f.read())
+        os.unlink(out)
+        given.clear()
+        gemm(*args)  # the main interpreter's wrapper, after the other one's came and went
+        print("main", type(gemm).__name__, given)
+"""
+
+
+@needs_accelerator
+def test_each_interpreter_gets_its_own_compiled_wrappers() -> None:
+    lines = run_python(SUB_INTERPRETERS, "compiled").splitlines()
+    kinds = ["legacy"] + (["isolated"] if sys.version_info >= (3, 12) else [])
+    expected = []
+    for kind in kinds:
+        # (an isolated interpreter refuses a module without multi-phase init: the engine's is, so both are C)
+        expected += [f'{kind} [true, "CublasRoutine", [68, 77]]', "main CublasRoutine [68]"]
+    assert lines == expected
