@@ -1103,8 +1103,8 @@ routine_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject 
         Py_DECREF(reference);
         return result;
     }
-    /* The arguments are the caller's, alive for the whole call; what is taken from self is
-     * owned here, as a finaliser run by an allocation could drop self's last other reference. */
+    /* The arguments are the caller's and self is the caller's, alive for the whole call (and its
+     * fields are set once: nothing rebinds them); what this calls is owned here all the same. */
     PyObject *routine = Py_NewRef(self->routine), *prepare = Py_NewRef(self->prepare);
     PyObject *seen = NULL, *wanted = NULL, *result = NULL;
     PyObject *prepare_args[2] = {args[0], self->bf16_kind};
@@ -1122,7 +1122,8 @@ routine_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject 
         long long value = 0;
         PyObject *stream = NULL;
         int exact = 1;
-        int failed = launch_stream(self, &value, &stream, &exact) < 0 || note_stream(self, args[0], value, &stream, exact) < 0;
+        int failed = launch_stream(self, &value, &stream, &exact) < 0 ||
+                     note_stream(self, args[0], value, &stream, exact) < 0;
         Py_XDECREF(stream);
         if (failed) {
             goto done;
@@ -1334,7 +1335,8 @@ fast_routine(PyObject *module, PyObject *args)
     self->name = Py_NewRef(name);
     self->streams_name = Py_NewRef(state->str_streams);
     int gemm = PyUnicode_Find(name, state->str_gemm, 0, PY_SSIZE_T_MAX, 1);
-    if (gemm == -2 || optional_index(type_at, &self->type_at) < 0 || optional_index(compute_at, &self->compute_at) < 0) {
+    if (gemm == -2 || optional_index(type_at, &self->type_at) < 0 ||
+        optional_index(compute_at, &self->compute_at) < 0) {
         goto error;
     }
     self->gemm = gemm >= 0;
