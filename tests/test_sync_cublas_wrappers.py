@@ -23,6 +23,7 @@ import pickle
 import sys
 import textwrap
 import tracemalloc
+import weakref
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
@@ -328,6 +329,7 @@ def test_a_wrapped_routine_keeps_cupys_name_doc_and_pickles_by_name(standin_cupy
         assert function.__wrapped__ is original
         assert pickle.loads(pickle.dumps(function)) is function
         assert vars(function)["__wrapped__"] is original
+        assert weakref.ref(function)() is function
     layer = sys.modules["backends.sync"]
     kind = type(cublas.gemmEx)
     if layer.compiled() is None:

@@ -823,7 +823,8 @@ typedef struct {
     PyObject *bf16_kind;    /* cublas.BF16: prepare's kind for a bf16 GEMM */
     PyObject *compute_32f;  /* CUBLAS_COMPUTE_32F and CUBLAS_COMPUTE_32F_FAST_TF32 */
     PyObject *compute_tf32;
-    PyObject *dict; /* __dict__: functools.update_wrapper's __name__, __doc__, __wrapped__, ... */
+    PyObject *dict;     /* __dict__: functools.update_wrapper's __name__, __doc__, __wrapped__, ... */
+    PyObject *weakrefs; /* weak references to it, as to a function */
     long long null_stream, legacy_stream, several, value_32f, value_tf32;
     uint64_t fp32_types, bf16_types, integer_types; /* sets of CUDA data types, as bits */
     Py_ssize_t type_at, compute_at;                 /* of Atype, of computeType; -1: none */
@@ -1205,6 +1206,9 @@ routine_dealloc(PyObject *op)
 {
     PyTypeObject *type = Py_TYPE(op);
     PyObject_GC_UnTrack(op);
+    if (((CublasRoutine *)op)->weakrefs != NULL) {
+        PyObject_ClearWeakRefs(op);
+    }
     routine_clear(op);
     type->tp_free(op);
     Py_DECREF(type);
@@ -1218,6 +1222,7 @@ static PyMethodDef routine_methods[] = {
 static PyMemberDef routine_members[] = {
     {"__vectorcalloffset__", MEMBER_SSIZE_T, offsetof(CublasRoutine, vectorcall), MEMBER_READONLY},
     {"__dictoffset__", MEMBER_SSIZE_T, offsetof(CublasRoutine, dict), MEMBER_READONLY},
+    {"__weaklistoffset__", MEMBER_SSIZE_T, offsetof(CublasRoutine, weakrefs), MEMBER_READONLY},
     {NULL},
 };
 
