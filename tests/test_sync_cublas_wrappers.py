@@ -12,6 +12,12 @@ routine that raises, flags that change between calls (scopes, defaults, a math m
 hand), re-entrant calls from CuPy's routine and from the stream query, threads; with and without
 CuPy's exported stream function (``STANDIN_CUPY_STREAM_CAPI=1``), and with the per-thread default
 stream (``CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1``).
+
+Also: the wrapper as an object (name, docstring, pickling, weak references; the C type cannot be
+made from Python, nor from a namespace it cannot use); no reference or memory kept per call (and,
+on a debug CPython, no reference count growth: CI's debug job); each sub-interpreter its own
+wrappers; and with the real CuPy wheels (CI's real-wheel jobs, 14.2 and 13.6), the exported stream
+function and what both engines raise without a driver.
 """
 
 from __future__ import annotations
