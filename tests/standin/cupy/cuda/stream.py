@@ -11,13 +11,13 @@ on the current device.
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any
 
+from cupy_backends.cuda import stream as _backends_stream
 from cupy_backends.cuda.api import runtime
 
-_ptds = bool(int(os.getenv("CUPY_CUDA_PER_THREAD_DEFAULT_STREAM", "0")))  # cupy_backends' is_ptds_enabled
+_ptds = _backends_stream._ptds  # backends_stream.is_ptds_enabled()
 _thread_local = threading.local()
 
 
