@@ -387,8 +387,9 @@ def sync_rows(quick: bool) -> tuple[list[Row], str]:
     changed, and a stand-in GEMM wrapped and unwrapped. A note on the stand-in comes back too.
 
     Run last among the in-process rows: it imports the stand-in CuPy (``tests/standin`` first
-    on ``sys.path``), and replaces its Python ``get_device_id`` by a C-speed callable, as
-    CuPy's is C. Pairs alternate which side runs first (``bench_core.paired_difference``)."""
+    on ``sys.path``), and replaces its Python ``get_device_id``, ``runtime.getDevice`` and
+    ``get_current_stream`` by C-speed callables, as CuPy's are C (``bench_sync.load_standin``).
+    Pairs alternate which side runs first (``bench_core.paired_difference``)."""
     synced = Row("task", f"task step, await asyncio.sleep(0), after backends.asyncio.install() ({OURS})")
     plain = Row("task", "task step, await asyncio.sleep(0), no install()")
     added = Row("task", f"task step, added by install() ({OURS})", ratio=False)
@@ -428,8 +429,8 @@ def sync_rows(quick: bool) -> tuple[list[Row], str]:
         bare.values.append(statistics.median(unwrapped_ns))
         wrapped.values.append(statistics.median(wrapped_ns))
         gemm.values.append(paired_difference(unwrapped_ns, wrapped_ns))
-    return rows, (f"sync rows: stand-in CuPy; its Python get_device_id ({standin.raw_query_ns:,.0f} ns) is "
-                  "replaced by a C-speed callable, as CuPy's is C")
+    return rows, (f"sync rows: stand-in CuPy; its Python get_device_id ({standin.raw_query_ns:,.0f} ns), "
+                  "runtime.getDevice and get_current_stream are replaced by C-speed callables, as CuPy's are C")
 
 
 HEADER = ("measurement", "median", "spread (min - max)", "x ours")
@@ -656,8 +657,9 @@ def write_docs(out: Path, table: list[str], verdicts: list[Target], path: str, h
         "tasks of the one before (the callbacks it still held for them have run).",
         "",
         "The task-step and cuBLAS rows use the stand-in CuPy of `tests/standin` (no GPU), imported after",
-        "the rows above, with its Python `cupy.cuda.device.get_device_id` replaced by a C-speed callable",
-        "(CuPy's is C). Task step: one task inside a `tf32(True)` scope, having launched a GEMM, awaits",
+        "the rows above, with its Python `cupy.cuda.device.get_device_id`, `cupy.cuda.runtime.getDevice`",
+        "and `cupy.cuda.stream.get_current_stream` replaced by C-speed callables (CuPy's are C). Task",
+        "step: one task inside a `tf32(True)` scope, having launched a GEMM, awaits",
         "`asyncio.sleep(0)` N times, created after `backends.asyncio.install()` or without it, in",
         "back-to-back pairs of runs that alternate which goes first; the added time per step is the",
         "mean of the median difference over each order (`bench_core.paired_difference`), per round.",

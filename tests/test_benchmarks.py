@@ -55,6 +55,16 @@ def test_bench_sync_quick_prints_the_sync_cost_with_a_verdict() -> None:
     assert "per GEMM" in result.stdout
     assert "alternating pairs" in result.stdout  # wrapped and unwrapped GEMMs measured in turns
     assert "C-speed" in result.stdout  # says that the stand-in's device query was replaced
+    matmul = next(line for line in lines if line.startswith("stand-in cupy.matmul 64x64, wrapped"))
+    assert "<= 1.02x" in matmul and matmul.rstrip().endswith(("met", "MISSED")), matmul
+    # the real CuPy's cuBLAS module: measured where it is importable, else a line that says why not
+    real = next(line for line in lines if line.startswith("real CuPy cuBLAS wrappers"))
+    if "not measured (" not in real:
+        assert "the current-stream query is stubbed" in result.stdout
+        for case, limit in (("capi: routine (sdot), no scope", 100), ("capi: GEMM (gemmEx float32), tf32(True)", 150)):
+            line = next(line for line in lines if line.startswith(case))
+            assert "unwrapped" in line and " added " in line and f"<= {limit} ns" in line, line
+            assert line.rstrip().endswith(("met", "MISSED")), line
 
 
 def test_bench_concurrency_quick_prints_the_task_step_cost_beside_a_sleep_round_trip() -> None:

@@ -544,8 +544,29 @@ def test_the_c_sources_build_without_warnings_under_cpythons_flags(compiler: str
 
 # -- reference counts on a debug CPython ---------------------------------------------------------
 
+#: For a child on a debug CPython: ``leaks_per_call(operations)``, each operation's growth of the
+#: interpreter's total reference count per call (after a warm-up; about 0 where nothing leaks).
+LEAKS_PER_CALL = """
+import gc, sys
+
+def leaks_per_call(operations):
+    leaks = {}
+    for name, operation in operations.items():
+        for _ in range(200):
+            operation()
+        gc.collect()
+        before = sys.gettotalrefcount()
+        for _ in range(2000):
+            operation()
+        gc.collect()
+        leaks[name] = (sys.gettotalrefcount() - before) / 2000
+    return leaks
+"""
+
+
 REFCOUNTS = (
     PRELUDE
+    + LEAKS_PER_CALL
     + """
 import asyncio, gc
 scope = backends.cudnn.flags(deterministic=True)
@@ -586,19 +607,10 @@ operations = {
     "assign default": lambda: setattr(backends.cudnn, "benchmark", False),
     "snapshot as a scope": in_snapshot,
 }
-leaks = {}
-for name, operation in operations.items():
-    for _ in range(200):
-        operation()
-    gc.collect()
-    before = sys.gettotalrefcount()
-    for _ in range(2000):
-        operation()
-    gc.collect()
-    leaks[name] = (sys.gettotalrefcount() - before) / 2000
-show(leaks)
+show(leaks_per_call(operations))
 """
 )
+
 
 
 @pytest.mark.skipif(not hasattr(sys, "gettotalrefcount"), reason="needs a debug CPython (python3.X-dbg)")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -51,7 +52,9 @@ def serve_app(ray_cluster: Any) -> Iterator[str]:
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     try:
         serve.run(serve_ray.deployment(max_elements=MAX_ELEMENTS), name="matmul", route_prefix="/")
-        yield f"http://127.0.0.1:{port}"
+        base = f"http://127.0.0.1:{port}"
+        _wait_until_both_replicas_answer(base)
+        yield base
     finally:
         serve.shutdown()
 
@@ -62,6 +65,17 @@ def _replicas(base: str, count: int = 40) -> set[str]:
         answers = [client.get("/health") for _ in range(count)]
     assert {(a.status_code, a.text) for a in answers} == {(200, '{"status":"ok"}')}
     return {a.headers["x-replica"] for a in answers}
+
+
+def _wait_until_both_replicas_answer(base: str, deadline_s: float = 60.0) -> None:
+    """``serve.run`` returns once both replicas are healthy, but the HTTP proxy learns of them
+    later (Serve pushes the replica set to it asynchronously): until then every request can go to
+    the first replica it knows. Wait for the observable condition, both answering, not for a time."""
+    seen: set[str] = set()
+    stop = time.monotonic() + deadline_s
+    while len(seen) < 2 and time.monotonic() < stop:
+        seen |= _replicas(base, count=10)
+    assert len(seen) == 2, f"only replica(s) {sorted(seen)} answered through Serve's proxy in {deadline_s:.0f} s"
 
 
 async def _send_all(base: str, requests: list[tuple[dict[str, Any], float, list[int]]]) -> list[Any]:

@@ -22,8 +22,9 @@ histogram       cupy._statistics.histogram             algorithms.*: weighted bi
 ndimage         cupyx.scipy.ndimage._measurements      algorithms.*: label sums, means, variances
 sparse          cupyx.scipy.sparse._coo, ._compressed  algorithms.*: summing duplicate entries; minor-axis
                                                        fancy indexing takes CuPy's sorted path (14.2)
-cusparse        cupy_backends.cuda.libs.cusparse       algorithms.*: SpMV / SpMM take cuSPARSE's
-                                                       deterministic algorithms; transposed ones refuse
+cusparse        cupy_backends.cuda.libs.cusparse,      algorithms.*: SpMV / SpMM take cuSPARSE's
+                cupyx.cusparse (spmv)                  deterministic algorithms; transposed ones refuse;
+                                                       one-row / one-column SpMV computed without them
 =============== ====================================== =================================================
 
 The ``algorithms.*`` targets share one check (``nondeterministic.alert``): where
@@ -69,6 +70,7 @@ TARGETS = {
     "cupyx.scipy.sparse._coo": "sparse",
     "cupyx.scipy.sparse._compressed": "sparse",
     "cupy_backends.cuda.libs.cusparse": "cusparse",
+    "cupyx.cusparse": "cusparse",
 }
 
 #: target name -> its module, once its CuPy module is imported and wrapped

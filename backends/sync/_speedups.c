@@ -9,14 +9,18 @@
  *                   then the coroutine's own step;
  *   fast_prepare()  backends.sync.cublas.prepare: a FastPrepare, whose call returns the
  *                   handle's record when it says this frame, this version and the math mode
- *                   on the handle; else calls the pure prepare.
+ *                   on the handle; else calls the pure prepare;
+ *   fast_routine()  a wrapped cuBLAS routine (backends.sync.cublas.wrapper): a CublasRoutine,
+ *                   which does the pure wrapper's work for the calls CuPy makes and calls that
+ *                   wrapper for every other call.
  *
  * Written as CPython's own extension modules are (PEP 489, PEP 573, PEP 630): multi-phase
  * initialisation, every piece of configuration and every interned string in the module's
  * state (no C static holds a Python object), heap types made for each module object. So each
  * import of the module (a sub-interpreter's, or a second one after sys.modules was purged of
  * backends) has its own state, and reads only what its own copy of backends configured.
- * A StepperCore or a FastPrepare holds a strong reference to the module whose state it reads.
+ * A StepperCore or a FastPrepare holds a strong reference to the module whose state it reads (a
+ * CublasRoutine holds its FastPrepare).
  *
  * No borrowed reference is held across a call that can run Python code (a __hash__, an
  * __eq__, a finaliser run by an allocation): what is taken from a dict is owned until used.
@@ -63,9 +67,12 @@ typedef struct {
     PyObject *str_throw;
     PyObject *str_version;
     PyObject *str_query;
+    PyObject *str_streams; /* "cupy.cuda.stream" */
+    PyObject *str_gemm;
     PyObject *record_key; /* this thread's last push, in the thread state dict: an object() */
     PyTypeObject *stepper_type;
     PyTypeObject *prepare_type;
+    PyTypeObject *routine_type;
 } sync_state;
 
 static struct PyModuleDef speedups_def;
@@ -750,6 +757,610 @@ fast_prepare(PyObject *module, PyObject *args)
     return (PyObject *)self;
 }
 
+/* -- cuBLAS: the wrapped routines ---------------------------------------------------------- */
+
+/* A wrapped cuBLAS routine: cublas._wrap's wrapper, whose work is done here for the calls CuPy
+ * makes (positional arguments; a handle, an Atype and a computeType that are ints). Every other
+ * call (keywords, a handle of another type, too few arguments) goes to that pure wrapper, the
+ * reference, whole: the fast path decides before it does anything, from the arguments alone,
+ * so no call is ever done half here and half there. What the fast path does, in the reference's
+ * order: prepare(handle, kind) (the FastPrepare above, in C); the stream the launch goes to;
+ * for a GEMM on a float type in an algorithms.deterministic scope, check_streams() (in C where
+ * the handle has been used from this stream only, else Python);
+ * note_stream() (in C when the handle's entry already says so, else Python); a float32 GEMM's
+ * compute type swapped between 32F and 32F_FAST_TF32 (in a copy of the argument vector: no
+ * tuple is built); then CuPy's routine.
+ *
+ * The stream: CuPy's routines set the handle's stream to cupy_backends.cuda.stream's
+ * get_current_stream_ptr() first (cublas.pyx _setStream). That module exports the C function
+ * itself (Cython's __pyx_capi__, a capsule named "intptr_t (void)"): called here, it is the exact
+ * stream for the price of a C call (the pure wrapper calls the same function through ctypes, so
+ * both raise what it raises, or, CuPy 14.0 and older, both get the null stream where it reports
+ * its error as unraisable). Where CuPy exports no such function (the stand-in), the pure
+ * cublas.current_stream. As current_stream does: the null stream's value where cupy.cuda.stream
+ * is not imported, and cudaStreamLegacy counted as the null stream.
+ *
+ * Everything it reads is read from the cublas module's namespace once, when it is made (the
+ * tables are the same dict objects for the module's life: install() clears them in place). */
+
+/* The C function of cupy_backends.cuda.stream's __pyx_capi__ entry get_current_stream_ptr, by
+ * the signature Cython names its capsule with (a capsule of another signature is not used). */
+#define STREAM_PTR_SIGNATURE "intptr_t (void)"
+typedef intptr_t (*stream_ptr_function)(void);
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *routine;   /* CuPy's function */
+    PyObject *reference; /* cublas._wrap's wrapper of it: every call the fast path does not take */
+    PyObject *prepare;   /* cublas.prepare: a FastPrepare of this module */
+    PyObject *stream_of; /* cublas._stream_of: handle -> its one stream, or SEVERAL, or SOME_DEFAULT */
+    PyObject *note;      /* cublas.note_stream(handle, stream) */
+    PyObject *check;     /* cublas.check_streams(name, handle, stream) */
+    PyObject *query;     /* cublas.current_stream(): where CuPy exports no stream function */
+    PyObject *capi;      /* the capsule of get_current_stream_ptr, or NULL: keeps it alive */
+    stream_ptr_function stream_ptr;
+    PyObject *streams_name; /* "cupy.cuda.stream" */
+    PyObject *name;         /* the routine's name, for check_streams */
+    PyObject *bf16_kind;    /* cublas.BF16: prepare's kind for a bf16 GEMM */
+    PyObject *compute_32f;  /* CUBLAS_COMPUTE_32F and CUBLAS_COMPUTE_32F_FAST_TF32 */
+    PyObject *compute_tf32;
+    PyObject *dict;     /* __dict__: functools.update_wrapper's __name__, __doc__, __wrapped__, ... */
+    PyObject *weakrefs; /* weak references to it, as to a function */
+    long long null_stream, legacy_stream, several, value_32f, value_tf32;
+    uint64_t fp32_types, bf16_types, integer_types; /* sets of CUDA data types, as bits */
+    Py_ssize_t type_at, compute_at;                 /* of Atype, of computeType; -1: none */
+    int gemm;                                       /* a GEMM: the streams check and the compute type */
+    vectorcallfunc vectorcall;
+} CublasRoutine;
+
+static int
+has_type(uint64_t types, long value)
+{
+    return value >= 0 && value < 64 && (types >> value) & 1;
+}
+
+/* The int an exact int holds, *overflow set where it does not fit (then no value is equal). */
+static long long
+exact_int_value(PyObject *value, int *overflow)
+{
+    long long result = PyLong_AsLongLongAndOverflow(value, overflow); /* an exact int: no error */
+    return *overflow ? 0 : result;
+}
+
+/* The stream a launch made now goes to, as cublas.current_stream() computes it: *value, and
+ * *object (owned) where the value came from Python, else NULL. *exact: *value is the value
+ * (0: the Python query returned something that is no exact int, then use *object). -1 with an
+ * exception set. */
+static int
+launch_stream(CublasRoutine *self, long long *value, PyObject **object, int *exact)
+{
+    *object = NULL;
+    *exact = 1;
+    if (self->stream_ptr == NULL) {
+        PyObject *query = Py_NewRef(self->query);
+        PyObject *stream = PyObject_CallNoArgs(query);
+        Py_DECREF(query);
+        if (stream == NULL) {
+            return -1;
+        }
+        int overflow = 0;
+        *object = stream;
+        *value = PyLong_CheckExact(stream) ? exact_int_value(stream, &overflow) : 0;
+        *exact = PyLong_CheckExact(stream) && !overflow;
+        return 0;
+    }
+    /* sys.modules.get("cupy.cuda.stream"): a str key, so the look-up runs no Python code */
+    PyObject *streams = PyDict_GetItemWithError(PyImport_GetModuleDict(), self->streams_name);
+    if (streams == NULL && PyErr_Occurred()) {
+        return -1;
+    }
+    if (streams == NULL || streams == Py_None) {
+        *value = self->null_stream;
+    }
+    else {
+        intptr_t ptr = self->stream_ptr(); /* Cython's "except? -1" (CuPy 14): -1 and an exception */
+        if (ptr == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        *value = (long long)ptr;
+    }
+    if (*value == self->legacy_stream) {
+        *value = 0;
+    }
+    return 0;
+}
+
+/* *object: the stream as an int object (made from value where it is NULL). -1 with an exception set. */
+static int
+stream_object(long long value, PyObject **object)
+{
+    if (*object == NULL && (*object = PyLong_FromLongLong(value)) == NULL) {
+        return -1;
+    }
+    return 0;
+}
+
+/* cublas.note_stream(handle, stream): nothing to do where the handle's entry already is this
+ * stream or SEVERAL (the steady state); else the reference does it. -1 with an exception set. */
+static int
+note_stream(CublasRoutine *self, PyObject *handle, long long value, PyObject **object, int exact)
+{
+    if (exact) {
+        PyObject *used = NULL;
+        if (dict_get_ref(self->stream_of, handle, &used) < 0) {
+            return -1;
+        }
+        int overflow = 0, done = 0;
+        if (used != NULL && PyLong_CheckExact(used)) {
+            long long known = exact_int_value(used, &overflow);
+            done = !overflow && (known == value || known == self->several);
+        }
+        Py_XDECREF(used);
+        if (done) {
+            return 0;
+        }
+        if (stream_object(value, object) < 0) {
+            return -1;
+        }
+    }
+    PyObject *note = Py_NewRef(self->note);
+    PyObject *args[2] = {handle, *object};
+    PyObject *result = PyObject_Vectorcall(note, args, 2, NULL);
+    Py_DECREF(note);
+    if (result == NULL) {
+        return -1;
+    }
+    Py_DECREF(result);
+    return 0;
+}
+
+/* Whether the handle's stream record is this stream or none (then check_streams passes without a
+ * word: the handle has been used from no other stream): 1; 0 where check_streams must decide (it
+ * reads the record again); -1 with an exception set. */
+static int
+only_this_stream(CublasRoutine *self, PyObject *handle, long long value, int exact)
+{
+    if (!exact) {
+        return 0;
+    }
+    PyObject *used = NULL;
+    if (dict_get_ref(self->stream_of, handle, &used) < 0) {
+        return -1;
+    }
+    int overflow = 0, only = used == NULL;
+    if (used != NULL && PyLong_CheckExact(used)) {
+        long long known = exact_int_value(used, &overflow);
+        only = !overflow && known == value;
+    }
+    Py_XDECREF(used);
+    return only;
+}
+
+/* cublas.check_streams(name, handle, stream): refuses (raises) or warns. -1 with an exception set. */
+static int
+check_streams(CublasRoutine *self, PyObject *handle, long long value, PyObject **object)
+{
+    if (stream_object(value, object) < 0) {
+        return -1;
+    }
+    PyObject *check = Py_NewRef(self->check);
+    PyObject *args[3] = {self->name, handle, *object};
+    PyObject *checked = PyObject_Vectorcall(check, args, 3, NULL);
+    Py_DECREF(check);
+    if (checked == NULL) {
+        return -1;
+    }
+    Py_DECREF(checked);
+    return 0;
+}
+
+/* seen[index], as the reference's seen[3] reads it (owned). */
+static PyObject *
+seen_item(PyObject *seen, Py_ssize_t index)
+{
+    if (PyTuple_CheckExact(seen) && index < PyTuple_GET_SIZE(seen)) {
+        return Py_NewRef(PyTuple_GET_ITEM(seen, index));
+    }
+    PyObject *key = PyLong_FromSsize_t(index);
+    if (key == NULL) {
+        return NULL;
+    }
+    PyObject *item = PyObject_GetItem(seen, key);
+    Py_DECREF(key);
+    return item;
+}
+
+/* Whether the fast path takes this call (decided from the arguments alone, running no Python
+ * code); *atype: the GEMM's input type, -1 where it has none. */
+static int
+takes_fast_path(CublasRoutine *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, long *atype)
+{
+    *atype = -1;
+    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) || nargs < 1 || !PyLong_CheckExact(args[0])) {
+        return 0;
+    }
+    if (!self->gemm) {
+        return 1;
+    }
+    if (self->type_at >= 0) {
+        if (nargs <= self->type_at || !PyLong_CheckExact(args[self->type_at])) {
+            return 0;
+        }
+        int overflow = 0;
+        long value = PyLong_AsLongAndOverflow(args[self->type_at], &overflow);
+        if (overflow) {
+            return 0;
+        }
+        *atype = value;
+    }
+    return self->compute_at < 0 || nargs <= self->compute_at || PyLong_CheckExact(args[self->compute_at]);
+}
+
+/* The GEMM's steps between prepare() and CuPy's call: the streams check, note_stream, and the
+ * compute type to pass (*wanted: owned, or NULL to pass the arguments as they are). */
+static int
+gemm_steps(CublasRoutine *self, PyObject *const *args, Py_ssize_t nargs, long atype, PyObject *seen,
+           PyObject **wanted)
+{
+    PyObject *handle = args[0];
+    PyObject *allow_tf32 = NULL, *deterministic = NULL, *stream = NULL;
+    long long value = 0;
+    int exact = 1, status = -1;
+    *wanted = NULL;
+    if ((allow_tf32 = seen_item(seen, 3)) == NULL || launch_stream(self, &value, &stream, &exact) < 0 ||
+        (deterministic = seen_item(seen, 4)) == NULL) {
+        goto done;
+    }
+    int check = PyObject_IsTrue(deterministic);
+    if (check < 0) {
+        goto done;
+    }
+    if (check && !has_type(self->integer_types, atype)) { /* (no Atype: not an integer GEMM) */
+        int only = only_this_stream(self, handle, value, exact);
+        if (only < 0 || (!only && check_streams(self, handle, value, &stream) < 0)) {
+            goto done;
+        }
+    }
+    if (note_stream(self, handle, value, &stream, exact) < 0) {
+        goto done;
+    }
+    if (self->compute_at >= 0 && has_type(self->fp32_types, atype)) {
+        int tf32 = PyObject_IsTrue(allow_tf32);
+        if (tf32 < 0) {
+            goto done;
+        }
+        if (nargs <= self->compute_at) { /* (no computeType: CuPy raises its TypeError) */
+            status = 0;
+            goto done;
+        }
+        int overflow = 0;
+        long long asked = exact_int_value(args[self->compute_at], &overflow);
+        long long target = tf32 ? self->value_tf32 : self->value_32f;
+        if (!overflow && (asked == self->value_32f || asked == self->value_tf32) && asked != target) {
+            *wanted = Py_NewRef(tf32 ? self->compute_tf32 : self->compute_32f);
+        }
+    }
+    status = 0;
+done:
+    Py_XDECREF(allow_tf32);
+    Py_XDECREF(deterministic);
+    Py_XDECREF(stream);
+    return status;
+}
+
+/* CuPy's routine with args, the one at compute_at replaced by wanted: a copy of the vector. */
+static PyObject *
+call_with_compute_type(PyObject *routine, PyObject *const *args, Py_ssize_t nargs, Py_ssize_t at, PyObject *wanted)
+{
+    PyObject *small[33], **buffer = small;
+    if (nargs + 1 > (Py_ssize_t)(sizeof(small) / sizeof(small[0]))) {
+        buffer = PyMem_New(PyObject *, nargs + 1);
+        if (buffer == NULL) {
+            return PyErr_NoMemory();
+        }
+    }
+    buffer[0] = NULL; /* the slot PY_VECTORCALL_ARGUMENTS_OFFSET lends the callee */
+    memcpy(buffer + 1, args, (size_t)nargs * sizeof(PyObject *));
+    buffer[1 + at] = wanted;
+    PyObject *result = PyObject_Vectorcall(routine, buffer + 1, (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (buffer != small) {
+        PyMem_Free(buffer);
+    }
+    return result;
+}
+
+static PyObject *
+routine_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    CublasRoutine *self = (CublasRoutine *)op;
+    if (self->reference == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "this cuBLAS routine wrapper was cleared");
+        return NULL;
+    }
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    long atype;
+    if (!takes_fast_path(self, args, nargs, kwnames, &atype)) {
+        PyObject *reference = Py_NewRef(self->reference);
+        PyObject *result = PyObject_Vectorcall(reference, args, nargsf, kwnames);
+        Py_DECREF(reference);
+        return result;
+    }
+    /* The arguments are the caller's and self is the caller's, alive for the whole call (and its
+     * fields are set once: nothing rebinds them); what this calls is owned here all the same. */
+    PyObject *routine = Py_NewRef(self->routine), *prepare = Py_NewRef(self->prepare);
+    PyObject *seen = NULL, *wanted = NULL, *result = NULL;
+    PyObject *prepare_args[2] = {args[0], self->bf16_kind};
+    int bf16 = has_type(self->bf16_types, atype);
+    seen = prepare_vectorcall(prepare, prepare_args, bf16 ? 2 : 1, NULL);
+    if (seen == NULL) {
+        goto done;
+    }
+    if (self->gemm) {
+        if (gemm_steps(self, args, nargs, atype, seen, &wanted) < 0) {
+            goto done;
+        }
+    }
+    else {
+        long long value = 0;
+        PyObject *stream = NULL;
+        int exact = 1;
+        int failed = launch_stream(self, &value, &stream, &exact) < 0 ||
+                     note_stream(self, args[0], value, &stream, exact) < 0;
+        Py_XDECREF(stream);
+        if (failed) {
+            goto done;
+        }
+    }
+    result = wanted == NULL ? PyObject_Vectorcall(routine, args, nargsf, NULL)
+                            : call_with_compute_type(routine, args, nargs, self->compute_at, wanted);
+done:
+    Py_XDECREF(wanted);
+    Py_XDECREF(seen);
+    Py_DECREF(prepare);
+    Py_DECREF(routine);
+    return result;
+}
+
+static PyObject *
+routine_repr(PyObject *op)
+{
+    CublasRoutine *self = (CublasRoutine *)op;
+    if (self->name == NULL) {
+        return PyUnicode_FromString("<cuBLAS routine (cleared), wrapped by backends>");
+    }
+    return PyUnicode_FromFormat("<cuBLAS routine %U, wrapped by backends>", self->name);
+}
+
+static PyObject *
+routine_reduce(PyObject *op, PyObject *unused)
+{
+    /* pickled by name, as the function it stands for: pickle finds it in its __module__ */
+    return PyObject_GetAttrString(op, "__qualname__");
+}
+
+static int
+routine_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    CublasRoutine *self = (CublasRoutine *)op;
+    Py_VISIT(Py_TYPE(op));
+    Py_VISIT(self->routine);
+    Py_VISIT(self->reference);
+    Py_VISIT(self->prepare);
+    Py_VISIT(self->stream_of);
+    Py_VISIT(self->note);
+    Py_VISIT(self->check);
+    Py_VISIT(self->query);
+    Py_VISIT(self->capi);
+    Py_VISIT(self->streams_name);
+    Py_VISIT(self->name);
+    Py_VISIT(self->bf16_kind);
+    Py_VISIT(self->compute_32f);
+    Py_VISIT(self->compute_tf32);
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int
+routine_clear(PyObject *op)
+{
+    CublasRoutine *self = (CublasRoutine *)op;
+    self->stream_ptr = NULL;
+    Py_CLEAR(self->reference); /* first: a cleared wrapper says so */
+    Py_CLEAR(self->routine);
+    Py_CLEAR(self->prepare);
+    Py_CLEAR(self->stream_of);
+    Py_CLEAR(self->note);
+    Py_CLEAR(self->check);
+    Py_CLEAR(self->query);
+    Py_CLEAR(self->capi);
+    Py_CLEAR(self->streams_name);
+    Py_CLEAR(self->name);
+    Py_CLEAR(self->bf16_kind);
+    Py_CLEAR(self->compute_32f);
+    Py_CLEAR(self->compute_tf32);
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void
+routine_dealloc(PyObject *op)
+{
+    PyTypeObject *type = Py_TYPE(op);
+    PyObject_GC_UnTrack(op);
+    if (((CublasRoutine *)op)->weakrefs != NULL) {
+        PyObject_ClearWeakRefs(op);
+    }
+    routine_clear(op);
+    type->tp_free(op);
+    Py_DECREF(type);
+}
+
+static PyMethodDef routine_methods[] = {
+    {"__reduce__", routine_reduce, METH_NOARGS, "Pickled by name, as CuPy's function is."},
+    {NULL},
+};
+
+static PyMemberDef routine_members[] = {
+    {"__vectorcalloffset__", MEMBER_SSIZE_T, offsetof(CublasRoutine, vectorcall), MEMBER_READONLY},
+    {"__dictoffset__", MEMBER_SSIZE_T, offsetof(CublasRoutine, dict), MEMBER_READONLY},
+    {"__weaklistoffset__", MEMBER_SSIZE_T, offsetof(CublasRoutine, weakrefs), MEMBER_READONLY},
+    {NULL},
+};
+
+static PyGetSetDef routine_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL},
+};
+
+static PyType_Slot routine_slots[] = {
+    {Py_tp_doc, (void *)"A cuBLAS routine of CuPy's, wrapped by the sync layer (see backends.sync.cublas)."},
+    {Py_tp_call, (void *)PyVectorcall_Call},
+    {Py_tp_repr, (void *)routine_repr},
+    {Py_tp_traverse, (void *)routine_traverse},
+    {Py_tp_clear, (void *)routine_clear},
+    {Py_tp_dealloc, (void *)routine_dealloc},
+    {Py_tp_methods, (void *)routine_methods},
+    {Py_tp_members, (void *)routine_members},
+    {Py_tp_getset, (void *)routine_getset},
+    {0, NULL},
+};
+
+static PyType_Spec routine_spec = {
+    .name = "backends.sync._speedups.CublasRoutine",
+    .basicsize = sizeof(CublasRoutine),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_DISALLOW_INSTANTIATION |
+             Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = routine_slots,
+};
+
+/* namespace[key] (owned), or NULL with an exception that names what is missing. */
+static PyObject *
+namespace_item(PyObject *namespace, const char *key)
+{
+    PyObject *item = PyDict_GetItemString(namespace, key); /* borrowed, owned at once */
+    if (item == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_Format(PyExc_KeyError, "the cuBLAS target's namespace has no %s", key);
+        }
+        return NULL;
+    }
+    return Py_NewRef(item);
+}
+
+static int
+namespace_int(PyObject *namespace, const char *key, long long *value)
+{
+    PyObject *item = namespace_item(namespace, key);
+    if (item == NULL) {
+        return -1;
+    }
+    *value = PyLong_AsLongLong(item);
+    Py_DECREF(item);
+    return *value == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* A set of CUDA data types (ints 0 to 63) as bits. */
+static int
+namespace_types(PyObject *namespace, const char *key, uint64_t *types)
+{
+    PyObject *item = namespace_item(namespace, key), *iterator = NULL, *element;
+    *types = 0;
+    if (item == NULL || (iterator = PyObject_GetIter(item)) == NULL) {
+        Py_XDECREF(item);
+        return -1;
+    }
+    while ((element = PyIter_Next(iterator)) != NULL) {
+        long value = PyLong_CheckExact(element) ? PyLong_AsLong(element) : -1;
+        Py_DECREF(element);
+        if (value < 0 || value >= 64) {
+            if (!PyErr_Occurred()) {
+                PyErr_Format(PyExc_ValueError, "%s: a CUDA data type is an int from 0 to 63", key);
+            }
+            break;
+        }
+        *types |= (uint64_t)1 << value;
+    }
+    Py_DECREF(iterator);
+    Py_DECREF(item);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static int
+optional_index(PyObject *value, Py_ssize_t *index)
+{
+    if (value == Py_None) {
+        *index = -1;
+        return 0;
+    }
+    *index = PyLong_AsSsize_t(value);
+    if (*index == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (*index < 1) {
+        PyErr_SetString(PyExc_ValueError, "an argument index after the handle's (1 or more), or None");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+fast_routine(PyObject *module, PyObject *args)
+{
+    PyObject *namespace, *routine, *reference, *name, *type_at, *compute_at;
+    if (!PyArg_ParseTuple(args, "O!OOUOO:fast_routine", &PyDict_Type, &namespace, &routine, &reference, &name,
+                          &type_at, &compute_at)) {
+        return NULL;
+    }
+    sync_state *state = get_state(module);
+    PyTypeObject *type = state->routine_type;
+    CublasRoutine *self = (CublasRoutine *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->routine = Py_NewRef(routine);
+    self->name = Py_NewRef(name);
+    self->streams_name = Py_NewRef(state->str_streams);
+    int gemm = PyUnicode_Find(name, state->str_gemm, 0, PY_SSIZE_T_MAX, 1);
+    if (gemm == -2 || optional_index(type_at, &self->type_at) < 0 ||
+        optional_index(compute_at, &self->compute_at) < 0) {
+        goto error;
+    }
+    self->gemm = gemm >= 0;
+    if ((self->prepare = namespace_item(namespace, "prepare")) == NULL ||
+        (self->stream_of = namespace_item(namespace, "_stream_of")) == NULL ||
+        (self->note = namespace_item(namespace, "note_stream")) == NULL ||
+        (self->check = namespace_item(namespace, "check_streams")) == NULL ||
+        (self->query = namespace_item(namespace, "current_stream")) == NULL ||
+        (self->capi = namespace_item(namespace, "_stream_ptr_capi")) == NULL ||
+        (self->bf16_kind = namespace_item(namespace, "BF16")) == NULL ||
+        (self->compute_32f = namespace_item(namespace, "COMPUTE_32F")) == NULL ||
+        (self->compute_tf32 = namespace_item(namespace, "COMPUTE_32F_FAST_TF32")) == NULL ||
+        namespace_int(namespace, "_null_stream", &self->null_stream) < 0 ||
+        namespace_int(namespace, "LEGACY_STREAM", &self->legacy_stream) < 0 ||
+        namespace_int(namespace, "SEVERAL", &self->several) < 0 ||
+        namespace_int(namespace, "COMPUTE_32F", &self->value_32f) < 0 ||
+        namespace_int(namespace, "COMPUTE_32F_FAST_TF32", &self->value_tf32) < 0 ||
+        namespace_types(namespace, "_FP32_TYPES", &self->fp32_types) < 0 ||
+        namespace_types(namespace, "_BF16_TYPES", &self->bf16_types) < 0 ||
+        namespace_types(namespace, "_INTEGER_TYPES", &self->integer_types) < 0) {
+        goto error;
+    }
+    if (!Py_IS_TYPE(self->prepare, state->prepare_type) || !PyDict_CheckExact(self->stream_of)) {
+        PyErr_SetString(PyExc_TypeError, "fast_routine: cublas.prepare is no FastPrepare of this module, or "
+                                         "cublas._stream_of no dict");
+        goto error;
+    }
+    if (PyCapsule_IsValid(self->capi, STREAM_PTR_SIGNATURE)) {
+        self->stream_ptr = (stream_ptr_function)PyCapsule_GetPointer(self->capi, STREAM_PTR_SIGNATURE);
+    }
+    self->reference = Py_NewRef(reference); /* last: the wrapper is whole */
+    self->vectorcall = routine_vectorcall;
+    return (PyObject *)self;
+error:
+    Py_DECREF(self);
+    return NULL;
+}
+
 /* -- module ------------------------------------------------------------------------------ */
 
 static PyObject *
@@ -795,6 +1406,9 @@ static PyMethodDef module_methods[] = {
     {"fast_prepare", fast_prepare, METH_VARARGS,
      "fast_prepare(cublas._seen, cublas._mode_on, cublas._prepare): cuBLAS's per-launch check, "
      "answering 'nothing changed' in C."},
+    {"fast_routine", fast_routine, METH_VARARGS,
+     "fast_routine(vars(cublas), routine, reference, name, type_at, compute_at): a wrapped cuBLAS routine "
+     "(cublas._wrap's reference wrapper, done in C for the calls CuPy makes)."},
     {NULL},
 };
 
@@ -807,6 +1421,8 @@ speedups_exec(PyObject *module)
         (state->str_throw = PyUnicode_InternFromString("throw")) == NULL ||
         (state->str_version = PyUnicode_InternFromString("version")) == NULL ||
         (state->str_query = PyUnicode_InternFromString("_device_query")) == NULL ||
+        (state->str_streams = PyUnicode_InternFromString("cupy.cuda.stream")) == NULL ||
+        (state->str_gemm = PyUnicode_InternFromString("gemm")) == NULL ||
         (state->record_key = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type)) == NULL) {
         return -1;
     }
@@ -816,6 +1432,11 @@ speedups_exec(PyObject *module)
     }
     state->prepare_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &prepare_spec, NULL);
     if (state->prepare_type == NULL || PyModule_AddObjectRef(module, "FastPrepare", (PyObject *)state->prepare_type) < 0) {
+        return -1;
+    }
+    state->routine_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &routine_spec, NULL);
+    if (state->routine_type == NULL ||
+        PyModule_AddObjectRef(module, "CublasRoutine", (PyObject *)state->routine_type) < 0) {
         return -1;
     }
     return 0;
@@ -840,9 +1461,12 @@ speedups_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(state->str_throw);
     Py_VISIT(state->str_version);
     Py_VISIT(state->str_query);
+    Py_VISIT(state->str_streams);
+    Py_VISIT(state->str_gemm);
     Py_VISIT(state->record_key);
     Py_VISIT(state->stepper_type);
     Py_VISIT(state->prepare_type);
+    Py_VISIT(state->routine_type);
     return 0;
 }
 
@@ -865,9 +1489,12 @@ speedups_clear(PyObject *module)
     Py_CLEAR(state->str_throw);
     Py_CLEAR(state->str_version);
     Py_CLEAR(state->str_query);
+    Py_CLEAR(state->str_streams);
+    Py_CLEAR(state->str_gemm);
     Py_CLEAR(state->record_key);
     Py_CLEAR(state->stepper_type);
     Py_CLEAR(state->prepare_type);
+    Py_CLEAR(state->routine_type);
     return 0;
 }
 

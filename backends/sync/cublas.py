@@ -37,13 +37,17 @@ device) starts in the creating context's mode and is recorded for its thread and
 device, so ``sync()`` finds it without asking CuPy (which would create one). A handle
 made before this module wrapped ``create`` is recorded at its first launch here.
 
-Streams. cuBLAS guarantees the same bits from run to run "when a single CUDA stream is
-active only"; with several concurrent streams on one handle it may pick other internal
-workspaces and implementations, unless the handle was made while ``CUBLAS_WORKSPACE_CONFIG``
-was ``:4096:8`` or ``:16:8`` (cuBLAS reads it then; cuBLAS guide, "Results reproducibility").
+Streams. The cuBLAS guide ("Results reproducibility") says its same-bits guarantee "no longer
+holds when multiple CUDA streams are active or fixed-point emulation is used" (CuPy never asks
+for emulation): with several concurrent streams on one handle cuBLAS may pick other internal
+workspaces and implementations, unless ``CUBLAS_WORKSPACE_CONFIG`` is ``:4096:8`` or
+``:16:8``. When cuBLAS reads that variable NVIDIA does not document (not when the library
+loads); the rule takes its value when the handle is made.
 CuPy keeps one handle per thread for all its streams (each routine first sets the handle's
 stream to the thread's current one). So every wrapped routine notes the stream it launches on
-(the current stream of ``cupy.cuda.stream``; ``cudaStreamLegacy`` counts as the null stream),
+(what CuPy's routine sets on the handle: its exported ``get_current_stream_ptr()``, so under
+``CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1`` the null stream is the per-thread default stream;
+``cudaStreamLegacy`` counts as the null stream),
 per handle, in every context; and where ``algorithms.deterministic`` is on, a float GEMM (any
 routine with ``gemm`` in its name, less integer ``gemmEx``) on a handle that has been used from
 more than one stream, this one included, raises (or warns, with ``algorithms.warn_only``)
@@ -54,8 +58,14 @@ synchronizing, and cuBLAS's workspace choice depends on the streams it has serve
 A refused GEMM does not count as a use. A handle made before this module wrapped ``create``
 is taken to have been used on a default stream (its earlier launches were not seen).
 
-The cost when nothing changed: one frame-identity comparison, one version
-comparison and two dict lookups per call, and the current-stream query.
+The cost when nothing changed (CuPy 14.2's module on the CPU, its stream query replaced by a C
+function; benchmarks/bench_sync.py): about 70 ns per routine and 90 ns per float32 GEMM in a tf32
+scope with the compiled accelerator, which does ``_wrap``'s work (the reference) in C for the calls
+CuPy makes (``wrapper``); about 0.5 and 1 us on the pure engine. Paid per call: a ContextVar
+read and five dict lookups (the defaults' version, the handle's ``_seen`` record and ``_mode_on``,
+``sys.modules`` for ``cupy.cuda.stream``, ``_stream_of``), CuPy's stream query (the C function its
+routine calls next; on a GPU, a thread-local read and ``cudaGetDevice``), and where the compute
+type is swapped, a copy of the argument vector.
 """
 
 from __future__ import annotations
@@ -96,6 +106,7 @@ _INTEGER_TYPES = {3, 7, 8, 9, 10, 11, 12, 13}  # CUDA_R_8I ... CUDA_C_32U: integ
 DETERMINISTIC_WORKSPACES = (":4096:8", ":16:8")
 DEFAULT_STREAMS = (0, 1, 2)  # CuPy's null stream, cudaStreamLegacy, cudaStreamPerThread
 LEGACY_STREAM = 1  # cudaStreamLegacy: the null stream by another name
+PER_THREAD_STREAM = 2  # cudaStreamPerThread
 SEVERAL = -1  #: in _stream_of: the handle has been used from more than one stream
 SOME_DEFAULT = -2  #: in _stream_of: a handle met after its creation, assumed used on a default stream
 
@@ -130,7 +141,7 @@ _seen: dict[int, Seen] = {}
 _mode_on: dict[int, int] = {}
 #: handle -> whether its device has TF32 (compute capability >= 8.0)
 _has_tf32: dict[int, bool] = {}
-#: handle -> CUBLAS_WORKSPACE_CONFIG when it was made (cuBLAS reads it then), or when first seen
+#: handle -> CUBLAS_WORKSPACE_CONFIG when it was made (when cuBLAS reads it is not documented), or when first seen
 _workspace: dict[int, str | None] = {}
 #: handle -> the one stream it has been used from, or SEVERAL (or SOME_DEFAULT); absent: unused
 _stream_of: dict[int, int] = {}
@@ -138,6 +149,13 @@ _stream_of: dict[int, int] = {}
 _mine = threading.local()
 _set_math_mode: Callable[[int, int], None] | None = None
 _runtime: Any = None  # cupy_backends.cuda.api.runtime
+#: what the null stream launches on: PER_THREAD_STREAM under CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1
+_null_stream = 0
+#: cupy_backends.cuda.stream's exported C get_current_stream_ptr, the function CuPy's routines ask
+#: for their stream: its capsule (read by the compiled wrappers) and a ctypes function calling it
+_stream_ptr_capi: Any = None
+_stream_ptr: Callable[[], int] | None = None
+STREAM_PTR_SIGNATURE = "intptr_t (void)"  # the capsule's name: Cython's rendering of the C signature
 hip: bool = False  #: whether the installed CuPy is a ROCm/HIP build (then nothing is wrapped)
 
 
@@ -197,14 +215,45 @@ if compiled() is not None:
 
 
 def current_stream() -> int:
-    """The stream the next routine launches on: the thread's current CuPy stream
-    (``cudaStreamLegacy`` as the null stream; the null stream where ``cupy.cuda.stream`` is not
-    imported, as nothing else can change CuPy's current stream)."""
+    """The stream the next routine launches on: what CuPy's routine gives the handle first
+    (``cupy_backends.cuda.stream.get_current_stream_ptr()``, in ``_setStream``), the thread's
+    current CuPy stream, where the null stream is the per-thread default stream under
+    ``CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1``; ``cudaStreamLegacy`` counted as the null stream.
+    That very C function where CuPy exports it (``__pyx_capi__``), else the same value from
+    ``cupy.cuda.stream``. The null stream where ``cupy.cuda.stream`` is not imported, as nothing
+    else can change CuPy's current stream.
+
+    Raises what CuPy's query raises (``CUDARuntimeError`` without a driver). CuPy 14.0 and older
+    build that C function to report an error as unraisable and answer 0 (the null stream), as it
+    then does inside its own routine."""
     streams = sys.modules.get("cupy.cuda.stream")
     if streams is None:
-        return 0
-    ptr: int = streams.get_current_stream().ptr
+        ptr = _null_stream
+    elif _stream_ptr is not None:
+        ptr = _stream_ptr()
+    else:
+        ptr = streams.get_current_stream().ptr or _null_stream
     return 0 if ptr == LEGACY_STREAM else ptr
+
+
+def _exported_stream_ptr(streams: Any) -> tuple[Any, Callable[[], int] | None]:
+    """``streams`` (``cupy_backends.cuda.stream``)'s exported C ``get_current_stream_ptr``: its
+    capsule (for the compiled wrappers) and a ``ctypes`` function that calls it (for the pure
+    ones); ``(None, None)`` where it is not exported with that signature."""
+    capsule = getattr(streams, "__pyx_capi__", {}).get("get_current_stream_ptr")
+    if capsule is None:
+        return None, None
+    try:
+        import ctypes
+
+        pointer_of = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+            ("PyCapsule_GetPointer", ctypes.pythonapi)
+        )
+        address = pointer_of(capsule, STREAM_PTR_SIGNATURE.encode())  # ValueError for another signature
+        # PYFUNCTYPE: called with the GIL held, and an exception CuPy's function sets is raised
+        return capsule, ctypes.PYFUNCTYPE(ctypes.c_ssize_t)(address)
+    except (ImportError, AttributeError, ValueError):  # no ctypes, no pythonapi, another signature
+        return None, None
 
 
 def _other_stream(handle: int, stream: int) -> bool:
@@ -223,8 +272,8 @@ def note_stream(handle: int, stream: int) -> None:
 def check_streams(name: str, handle: int, stream: int) -> None:
     """Refuse the float GEMM ``name`` (``algorithms.deterministic`` is on) on ``stream`` if
     ``handle`` has been used from another stream and was made without one of cuBLAS's
-    deterministic ``CUBLAS_WORKSPACE_CONFIG`` settings (cuBLAS reads the variable when it makes
-    a handle). CuPy keeps one handle per thread for all its streams."""
+    deterministic ``CUBLAS_WORKSPACE_CONFIG`` settings (as the variable was when the handle was
+    made: when cuBLAS reads it is not documented). CuPy keeps one handle per thread for all its streams."""
     if _workspace.get(handle) in DETERMINISTIC_WORKSPACES or not _other_stream(handle, stream):
         return
     alert(
@@ -248,11 +297,22 @@ def sync(device: int) -> None:
             prepare(handle)
 
 
+def wrapper(cupy_routine: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """The wrapper ``install()`` puts in place of CuPy's routine ``name``: ``_wrap``'s, or
+    with the compiled sync layer a C object that does its work for the calls CuPy makes
+    (positional, with int arguments) and calls it for every other call."""
+    type_at, compute_at = _GEMMS.get(name, (None, None))
+    reference = _wrap(cupy_routine, type_at, compute_at, name)
+    if prepare is _prepare:  # the pure engine
+        return reference
+    return compiled().fast_routine(globals(), cupy_routine, reference, name, type_at, compute_at)  # type: ignore[no-any-return]
+
+
 def _wrap(
     cupy_routine: Callable[..., Any], type_at: int | None, compute_at: int | None, name: str = ""
 ) -> Callable[..., Any]:
-    """The wrapper of one routine: math mode; for GEMMs (``name`` has ``gemm``) the streams
-    check of ``algorithms.deterministic``, and for GEMMs with types, the compute type.
+    """The wrapper of one routine (the reference): math mode; for GEMMs (``name`` has ``gemm``)
+    the streams check of ``algorithms.deterministic``, and for GEMMs with types, the compute type.
     A call without a handle goes to CuPy as it is (which raises its ``TypeError``)."""
     if "gemm" not in name:
 
@@ -330,9 +390,19 @@ def _forget(handle: int) -> None:
 def install(module: ModuleType) -> None:
     """Wrap every routine and the handle life cycle of ``module`` (CuPy's
     ``cupy_backends.cuda.libs.cublas``); on a HIP build, nothing."""
-    global _set_math_mode, _runtime, hip
+    global _set_math_mode, _runtime, hip, _null_stream, _stream_ptr_capi, _stream_ptr
     _runtime = importlib.import_module("cupy_backends.cuda.api.runtime")
     hip = bool(getattr(_runtime, "is_hip", False))
+    try:  # (CuPy's cublas module imports it: cimported by cublas.pyx)
+        streams: Any = importlib.import_module("cupy_backends.cuda.stream")
+    except ImportError:
+        streams = None
+    # get_default_stream_ptr(): cudaStreamPerThread under CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1
+    # (read by CuPy at import), else cudaStreamLegacy
+    default_stream = getattr(streams, "get_default_stream_ptr", None)
+    ptds = default_stream is not None and default_stream() == PER_THREAD_STREAM
+    _null_stream = PER_THREAD_STREAM if ptds else 0
+    _stream_ptr_capi, _stream_ptr = _exported_stream_ptr(streams)
     _set_math_mode = None
     for table in (_mode_on, _seen, _has_tf32, _workspace, _stream_of):
         table.clear()
@@ -357,8 +427,13 @@ def install(module: ModuleType) -> None:
         return create
 
     def forgotten(destroy_handle: Any) -> Callable[..., Any]:
+        # At interpreter exit CuPy destroys the handles it still holds after this module's
+        # globals are cleared: then only CuPy's destroy runs (a closure cell, as the check is).
+        finalizing = sys.is_finalizing
+
         def destroy(handle: int, *args: Any, **kwargs: Any) -> Any:
-            quietly(_forget, handle)  # (CuPy destroys handles as their thread ends: nothing may stop that)
+            if not finalizing():
+                quietly(_forget, handle)  # (CuPy destroys handles as their thread ends: nothing may stop that)
             return destroy_handle(handle, *args, **kwargs)
 
         return destroy
@@ -367,8 +442,7 @@ def install(module: ModuleType) -> None:
     replace(module, "create", started)
     replace(module, "destroy", forgotten)
     for name in routines(module):
-        type_at, compute_at = _GEMMS.get(name, (None, None))
-        replace(module, name, functools.partial(_wrap, type_at=type_at, compute_at=compute_at, name=name))
+        replace(module, name, functools.partial(wrapper, name=name))
 
 
 def _started(handle: int) -> int:

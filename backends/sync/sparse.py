@@ -12,9 +12,23 @@ CuPy 14.2's CSR/CSC minor-axis fancy indexing (``csr[:, idx]``, ``csc[idx, :]``,
 caller of ``_compressed_sparse_matrix._minor_index_fancy``) writes each row's entries through
 a shared ``atomicAdd`` write pointer (the ``fill_B`` kernel), so their order within a row can
 differ from run to run. In the scope it takes CuPy's own sort-based path of the same class,
-``_minor_index_fancy_sorted`` (which CuPy takes itself past int32 sizes): the same matrix,
-with its indices sorted, every run. CuPy 13 has no such kernel (it indexes through a
-transpose) and is left as it is; a CuPy with the kernel but without the sorted path refuses.
+``_minor_index_fancy_sorted`` (which CuPy takes itself past int32 sizes): the same entries,
+sorted within each row, every run. Two things the wrapper adds to that path:
+
+- the index is flattened first. ``csc[idx, j]`` with a 2-D ``idx`` reaches
+  ``_minor_index_fancy`` with it (``IndexMixin._getitem_2d`` sends a 2-D row index with an
+  int column to ``_get_arrayXint``); CuPy's kernels read it as flat, while the sorted path's
+  ``searchsorted`` refuses it (``ValueError: object too deep for desired array``). The result
+  has CuPy's shape, ``(idx.size, 1)``, and entry k holds ``A[idx.flat[k], j]``. (CuPy's own
+  path puts every entry of a 2-D index at the wrong row: its ``argsort`` sorts each row of
+  ``idx``, not the flat index; the scope does not reproduce that.)
+- the result is flagged canonical only when the input is known canonical. The sorted path
+  flags it canonical unconditionally, yet duplicate entries of the input stay duplicates in
+  it; with that flag ``sum_duplicates()`` would do nothing and ``A[i, j]``'s duplicate check
+  would be skipped. Its sorted-indices flag is kept (it is true).
+
+CuPy 13 has no such kernel (it indexes through a transpose) and is left as it is; a CuPy with
+the kernel but without the sorted path refuses.
 """
 
 from __future__ import annotations
@@ -81,7 +95,11 @@ def _sorted_minor_index(matrix: type) -> None:
             if not reachable:
                 alert(MINOR_INDEX, ORDER_WHY)  # raises, or warns and runs CuPy's path
                 return minor_index_fancy(self, idx)
-            return self._minor_index_fancy_sorted(idx, M, n_idx, self._swap(M, n_idx))
+            picked = self._minor_index_fancy_sorted(idx.ravel(), M, n_idx, self._swap(M, n_idx))
+            if getattr(self, "_has_canonical_format", None) is not True:
+                # duplicates of self stay duplicates: whether picked is canonical is computed when asked
+                vars(picked).pop("_has_canonical_format", None)
+            return picked
 
         return fancy
 

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 import backends
+from tests.gpu.harness import DRY_RUN, say
 
 with warnings.catch_warnings():  # collection: a warning from CuPy's import is not a failure here
     warnings.simplefilter("ignore")
@@ -33,7 +34,10 @@ with warnings.catch_warnings():  # collection: a warning from CuPy's import is n
 
 def _below_tf32() -> bool:
     """Whether the current device lacks TF32 (compute capability below 8.0). False without
-    a GPU: conftest.py skips every test there, with its own reason."""
+    a GPU, and in a dry run, which makes no CUDA call: conftest.py skips every test there,
+    with its own reason."""
+    if DRY_RUN:
+        return False
     try:
         return bool(backends.cuda.is_available() and int(cupy.cuda.Device().compute_capability) < 80)
     except Exception:
@@ -49,10 +53,6 @@ needs_tf32 = pytest.mark.skipif(
 #: above 1e-4 (10-bit mantissa), so each TF32 on/off pair must differ by 2 orders of magnitude.
 IEEE_MAX = 1e-5
 MIN_RATIO = 100.0
-
-
-def say(text: str) -> None:
-    print(f"[gpu] {text}", flush=True)
 
 
 def rel_error(result: Any, reference: Any) -> float:
@@ -106,7 +106,13 @@ def test_tf32_changes_float32_error_by_orders_of_magnitude(name: str) -> None:
     ratio = errors[True] / errors[False]
     say(
         f"{name}: error IEEE {errors[False]:.2e} (math mode {modes[False]}), "
-        f"TF32 {errors[True]:.2e} (math mode {modes[True]}), ratio {ratio:.0f}x"
+        f"TF32 {errors[True]:.2e} (math mode {modes[True]}), ratio {ratio:.0f}x",
+        product=name,
+        error_ieee=errors[False],
+        error_tf32=errors[True],
+        ratio=ratio,
+        math_mode_ieee=modes[False],
+        math_mode_tf32=modes[True],
     )
     assert errors[False] < IEEE_MAX
     assert ratio > MIN_RATIO, "TF32 on/off did not change the float32 error by two orders of magnitude"
@@ -147,7 +153,12 @@ def test_cupy_tf32_1_with_backends_turns_tf32_on_for_batched_matmul_where_cupy_a
         )
         assert run.returncode == 0, run.stderr
         found[who] = json.loads(run.stdout.strip().splitlines()[-1])
-        say(f"CUPY_TF32=1, {who}: error 2-D {found[who]['2-D']:.2e}, batched {found[who]['batched']:.2e}")
+        say(
+            f"CUPY_TF32=1, {who}: error 2-D {found[who]['2-D']:.2e}, batched {found[who]['batched']:.2e}",
+            who=who,
+            error_2d=found[who]["2-D"],
+            error_batched=found[who]["batched"],
+        )
     alone, synced = found["cupy alone"], found["with backends"]
     assert alone["batched"] < IEEE_MAX  # CuPy alone: batched stays IEEE
     assert alone["2-D"] / alone["batched"] > MIN_RATIO  # ... while its 2-D product is TF32
@@ -183,7 +194,12 @@ def test_solve_triangular_right_after_a_tf32_scope_runs_at_ieee_accuracy() -> No
     say(
         f"solve_triangular {n}x{n}, {nrhs} right-hand sides: error IEEE {ieee:.2e}, inside tf32(True) "
         f"{inside:.2e} ({inside / ieee:.0f}x), right after the scope {after:.2e}; math mode in the "
-        f"scope {mode_in_scope}, after it {mode_after}"
+        f"scope {mode_in_scope}, after it {mode_after}",
+        error_ieee=ieee,
+        error_in_tf32_scope=inside,
+        error_after_scope=after,
+        math_mode_in_scope=mode_in_scope,
+        math_mode_after=mode_after,
     )
     assert mode_in_scope == 3
     assert mode_after == 0
@@ -211,12 +227,19 @@ def test_fp16_reduced_precision_reduction_sets_math_mode_bit_16() -> None:
             results[allowed] = a @ b
             modes[allowed] = math_mode()
     same = bool(cupy.array_equal(results[True].view(cupy.uint16), results[False].view(cupy.uint16)))
+    errors = {allowed: rel_error(results[allowed], reference) for allowed in (True, False)}
+    largest = float(cupy.abs(results[True].astype(cupy.float32) - results[False].astype(cupy.float32)).max())
     say(
         "fp16 GEMM (64x32768 @ 32768x64): "
         f"allow_fp16_reduced_precision_reduction=True: math mode {modes[True]}, error "
-        f"{rel_error(results[True], reference):.3e}; =False: math mode {modes[False]}, error "
-        f"{rel_error(results[False], reference):.3e}; results bitwise equal: {same}, max |difference| "
-        f"{float(cupy.abs(results[True].astype(cupy.float32) - results[False].astype(cupy.float32)).max()):.3g}"
+        f"{errors[True]:.3e}; =False: math mode {modes[False]}, error "
+        f"{errors[False]:.3e}; results bitwise equal: {same}, max |difference| {largest:.3g}",
+        math_mode_reduced=modes[True],
+        math_mode_not_reduced=modes[False],
+        error_reduced=errors[True],
+        error_not_reduced=errors[False],
+        bitwise_equal=same,
+        max_difference=largest,
     )
     assert modes[True] & 16 == 0
     assert modes[False] & 16 == 16  # CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION
@@ -256,7 +279,13 @@ def test_a_handle_starts_in_its_creators_mode_and_sync_creates_none() -> None:
         raise next((e for e in errors if not isinstance(e, threading.BrokenBarrierError)), errors[0])
     has_tf32 = not _below_tf32()  # below compute capability 8.0 no TF32 mode is ever set
     for index, (tf32, reduced, mode) in sorted(seen.items()):
-        say(f"thread {index} (allow_tf32={tf32}, fp16 reduced={reduced}): its new handle starts in math mode {mode}")
+        say(
+            f"thread {index} (allow_tf32={tf32}, fp16 reduced={reduced}): its new handle starts in math mode {mode}",
+            thread=index,
+            allow_tf32=tf32,
+            fp16_reduced=reduced,
+            math_mode=mode,
+        )
         assert mode & 0xF == (3 if tf32 and has_tf32 else 0), (index, mode)
         assert bool(mode & 16) == (not reduced), (index, mode)
 
@@ -279,7 +308,11 @@ def test_two_interleaved_tasks_on_one_thread_each_get_their_precision() -> None:
 
     ieee, tf32 = asyncio.run(main())
     shown = {name: ", ".join(f"{e:.1e}" for e in errors) for name, errors in (("IEEE", ieee), ("TF32", tf32))}
-    say(f"interleaved tasks on one thread: IEEE task errors {shown['IEEE']}; TF32 task errors {shown['TF32']}")
+    say(
+        f"interleaved tasks on one thread: IEEE task errors {shown['IEEE']}; TF32 task errors {shown['TF32']}",
+        errors_ieee_task=ieee,
+        errors_tf32_task=tf32,
+    )
     assert max(ieee) < IEEE_MAX
     assert min(tf32) / max(ieee) > MIN_RATIO
 
@@ -306,7 +339,12 @@ def test_plan_cache_capacity_follows_max_size_per_thread() -> None:
     for thread in threads:
         thread.join()
     for max_size, (capacity, size) in sorted(found.items()):
-        say(f"thread with cufft_plan_cache.max_size={max_size}: capacity {capacity}, plans cached {size} (of 6 made)")
+        say(
+            f"thread with cufft_plan_cache.max_size={max_size}: capacity {capacity}, plans cached {size} (of 6 made)",
+            max_size=max_size,
+            capacity=capacity,
+            plans_cached=size,
+        )
     assert found == {2: (2, 2), 4: (4, 4)}
 
 
@@ -332,6 +370,8 @@ def unwrapped_cublas() -> Iterator[None]:
 def test_sync_overhead_on_a_64x64_matmul_is_reported() -> None:
     """Alternates rounds with and without the wrappers (ABBA order) and prints the medians;
     the figure is for the reader: no timing is asserted."""
+    from backends._engine import ACCELERATED
+
     a = cupy.ones((64, 64), dtype=cupy.float32)
     calls, rounds = 1000, 20
     device = cupy.cuda.Device()
@@ -359,6 +399,11 @@ def test_sync_overhead_on_a_64x64_matmul_is_reported() -> None:
     wrapped, bare = statistics.median(samples["wrapped"]), statistics.median(samples["unwrapped"])
     say(
         f"64x64 float32 cupy.matmul, {rounds} alternating rounds x {calls} calls: unwrapped median {bare:.2f} us, "
-        f"wrapped {wrapped:.2f} us; ratio {wrapped / bare:.3f} ({wrapped - bare:+.2f} us per call)"
+        f"wrapped {wrapped:.2f} us; ratio {wrapped / bare:.3f} ({wrapped - bare:+.2f} us per call)",
+        engine="compiled" if ACCELERATED else "pure Python",
+        unwrapped_us=bare,
+        wrapped_us=wrapped,
+        ratio=wrapped / bare,
+        added_us=wrapped - bare,
     )
     assert wrapped > 0 and bare > 0

@@ -11,13 +11,13 @@ handle=...)``. scripts/gpu_check.sh runs this file with the newest frontend and 
 
 Skipped (saying why) without the ``nvidia-cudnn-frontend`` package or a loadable cuDNN,
 unless ``GPU_CHECK_FRONTEND`` names the release that must be found (then it fails).
+scripts/gpu_check.sh sets it for every release its wheel folder holds.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-import os
 import types
 import warnings
 from collections.abc import Iterator
@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 import backends
+from tests.gpu.harness import FRONTEND_EXPECTED, say
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -33,13 +34,8 @@ with warnings.catch_warnings():
 
 N, C, K, H, W = 16, 64, 64, 32, 32  # image N x C x H x W, filter K x C x 3 x 3, padding 1
 RUNS = 5
-#: Set by scripts/gpu_check.sh to the release it installed: then this test fails, not skips,
-#: when it cannot use that release.
-FRONTEND_EXPECTED = os.environ.get("GPU_CHECK_FRONTEND", "")
-
-
-def say(text: str) -> None:
-    print(f"[gpu] {text}", flush=True)
+# FRONTEND_EXPECTED (GPU_CHECK_FRONTEND): set by scripts/gpu_check.sh to the release it installed;
+# then this test fails, not skips, when it cannot use that release.
 
 
 def _unusable(reason: str) -> None:
@@ -69,7 +65,8 @@ def cudnn() -> Any:
     try:
         backend = int(module.backend_version())
     except Exception as error:
-        _unusable(f"cuDNN itself does not load (pip install nvidia-cudnn-cu12): {error!r}")
+        major = cupy.cuda.runtime.runtimeGetVersion() // 1000  # the CUDA this CuPy was built for
+        _unusable(f"cuDNN itself does not load (pip install nvidia-cudnn-cu{major}): {error!r}")
     assert installed.get("cudnn_frontend") is cudnn_frontend, "backends did not wrap the frontend"
     assert hasattr(module.pygraph.build, "__backends_wrapped__")
     in_python = isinstance(inspect.getattr_static(module.pygraph, "build").__backends_wrapped__, types.FunctionType)
@@ -79,7 +76,10 @@ def cudnn() -> Any:
             "a Python class (build(modes) calls the wrapped create_execution_plans)"
             if in_python
             else "a pybind11 class (backends runs build(modes) step by step)"
-        )
+        ),
+        frontend=version,
+        cudnn=backend,
+        pygraph="python" if in_python else "pybind11",
     )
     return module
 
@@ -153,7 +153,12 @@ def test_frontend_convolution_is_bitwise_reproducible_under_deterministic(cudnn:
         say(
             f"conv_wgrad fp16 {N}x{C}x{H}x{W} -> {K}x{C}x3x3 under cudnn.deterministic={deterministic}: "
             f"{RUNS} runs bitwise equal: {equal}; error vs float64 {error:.2e}; "
-            f"{int(graph.get_execution_plan_count())} execution plans ranked"
+            f"{int(graph.get_execution_plan_count())} execution plans ranked",
+            frontend=str(getattr(cudnn, "__version__", "?")),
+            deterministic=deterministic,
+            bitwise_equal=equal,
+            error=error,
+            execution_plans=int(graph.get_execution_plan_count()),
         )
     equal, error = found[True]
     assert equal, "under cudnn.deterministic=True the convolution's result changed between runs"

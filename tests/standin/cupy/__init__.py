@@ -14,7 +14,7 @@ import numpy as _numpy
 from cupy import _core, _util, cuda, fft, linalg
 from cupy._core._kernel import ElementwiseKernel, ufunc
 from cupy._core._routines_math import add, multiply, subtract
-from cupy._core.core import _grid, array, ndarray
+from cupy._core.core import _cast, _grid, array, ndarray
 from cupy._math.misc import maximum, minimum
 from cupy._math.sumprod import cumprod, cumsum
 from cupy.linalg._einsum import einsum
@@ -24,7 +24,7 @@ __version__ = "14.0.0+standin"
 
 bool_ = "bool"
 float16 = "float16"
-bfloat16 = "bfloat16"
+# no bfloat16 name: the real CuPy has none (a bfloat16 array takes ml_dtypes.bfloat16; here "bfloat16")
 float32 = "float32"
 float64 = "float64"
 complex64 = "complex64"
@@ -47,7 +47,19 @@ def empty(shape: Any, dtype: Any = "float64", order: str = "C") -> ndarray:
     return ndarray(shape, dtype)
 
 
-zeros = ones = empty  # (no values: the stand-in fills nothing)
+def zeros(shape: Any, dtype: Any = "float64", order: str = "C") -> ndarray:
+    return _filled(shape, dtype, 0)
+
+
+def ones(shape: Any, dtype: Any = "float64", order: str = "C") -> ndarray:
+    return _filled(shape, dtype, 1)
+
+
+def _filled(shape: Any, dtype: Any, value: int) -> ndarray:
+    """An array of ``value`` (with values: CuPy fills it)."""
+    out = ndarray(shape, dtype)
+    out.values = [_cast(value, out.dtype.kind)] * out.size
+    return out
 
 
 def empty_like(a: ndarray, dtype: Any = None, order: str = "K", subok: Any = None, shape: Any = None) -> ndarray:
@@ -148,7 +160,6 @@ __all__ = [
     "array",
     "asarray",
     "asfortranarray",
-    "bfloat16",
     "bincount",
     "bool_",
     "broadcast_arrays",

@@ -26,10 +26,10 @@ from __future__ import annotations
 import threading
 from typing import Any, NamedTuple
 
-CUDNN_TENSOR_NCHW = 0
-CUDNN_DEFAULT_MATH = 0
-CUDNN_TENSOR_OP_MATH = 1
-CUDNN_FMA_MATH = 3  # cuDNN's value; not exposed by CuPy 13 (here only so tests can name it)
+_CUDNN_TENSOR_NCHW = 0
+_CUDNN_DEFAULT_MATH = 0
+_CUDNN_TENSOR_OP_MATH = 1
+_CUDNN_FMA_MATH = 3  # cuDNN's value; not exposed by CuPy 13
 
 
 class ConvolutionCall(NamedTuple):
@@ -79,7 +79,7 @@ def _should_use_tensor_core(tensor_core_mode: Any, dtype: Any) -> bool:
 def _convolve(function: str, x: Any, deterministic: bool | None, auto_tune: bool, tensor_core: str) -> None:
     use_tensor_core = not deterministic and _should_use_tensor_core(tensor_core, x.dtype)
     autotuned = bool(auto_tune) and not deterministic
-    math_type = CUDNN_TENSOR_OP_MATH if use_tensor_core else CUDNN_DEFAULT_MATH  # perf.mathType
+    math_type = _CUDNN_TENSOR_OP_MATH if use_tensor_core else _CUDNN_DEFAULT_MATH  # perf.mathType
     RECORDER.record(ConvolutionCall(
         function, deterministic, auto_tune, tensor_core, str(x.dtype), use_tensor_core, autotuned, math_type,
         threading.get_ident(),
@@ -88,8 +88,8 @@ def _convolve(function: str, x: Any, deterministic: bool | None, auto_tune: bool
 
 def convolution_forward(
     x: Any, W: Any, b: Any, y: Any, pad: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...],
-    groups: int, *, auto_tune: bool, tensor_core: str, d_layout: int = CUDNN_TENSOR_NCHW,
-    w_layout: int = CUDNN_TENSOR_NCHW,
+    groups: int, *, auto_tune: bool, tensor_core: str, d_layout: int = _CUDNN_TENSOR_NCHW,
+    w_layout: int = _CUDNN_TENSOR_NCHW,
 ) -> Any:
     _convolve("convolution_forward", x, None, auto_tune, tensor_core)
     return y
@@ -97,8 +97,8 @@ def convolution_forward(
 
 def convolution_backward_filter(
     x: Any, gy: Any, gW: Any, pad: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...],
-    groups: int, *, deterministic: bool, auto_tune: bool, tensor_core: str, d_layout: int = CUDNN_TENSOR_NCHW,
-    w_layout: int = CUDNN_TENSOR_NCHW,
+    groups: int, *, deterministic: bool, auto_tune: bool, tensor_core: str, d_layout: int = _CUDNN_TENSOR_NCHW,
+    w_layout: int = _CUDNN_TENSOR_NCHW,
 ) -> Any:
     _convolve("convolution_backward_filter", x, deterministic, auto_tune, tensor_core)
     return gW
@@ -106,8 +106,8 @@ def convolution_backward_filter(
 
 def convolution_backward_data(
     W: Any, x: Any, b: Any, y: Any, pad: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...],
-    groups: int, *, deterministic: bool, auto_tune: bool, tensor_core: str, d_layout: int = CUDNN_TENSOR_NCHW,
-    w_layout: int = CUDNN_TENSOR_NCHW,
+    groups: int, *, deterministic: bool, auto_tune: bool, tensor_core: str, d_layout: int = _CUDNN_TENSOR_NCHW,
+    w_layout: int = _CUDNN_TENSOR_NCHW,
 ) -> Any:
     _convolve("convolution_backward_data", x, deterministic, auto_tune, tensor_core)
     return y

@@ -24,6 +24,7 @@ import itertools
 from typing import Any
 
 import cupy as _cupy
+import numpy as _numpy
 from cupy._core import _dtype
 from cupy.cuda import device as _device
 from cupy_backends.cuda.api import driver as _driver
@@ -32,8 +33,16 @@ from cupy_backends.cuda.libs import cusparse as _cusparse
 
 import cupyx.scipy.sparse
 
-_ONE = 0x10  # fake host pointers to alpha and beta: CuPy passes numpy.array(alpha, dtype).ctypes.data
+_ONE = 0x10  # fake host pointers to alpha and beta, for the legacy (HIP) products
 _ZERO = 0x20
+
+
+def _host_scalar(value: Any, dtype: Any) -> Any:
+    """``numpy.array(value, dtype)``, as CuPy passes alpha and beta (its ``.ctypes.data``), known
+    to the stand-in's cuSPARSE so that it can record beta."""
+    scalar = _numpy.array(value, dtype)
+    _cusparse.HOST_SCALARS[scalar.ctypes.data] = scalar
+    return scalar
 
 
 def _is_csr_type(x: Any) -> bool:
@@ -230,12 +239,15 @@ def spmv(a: Any, x: Any, y: Any = None, alpha: Any = 1, beta: Any = 0, transa: b
     handle = _device.get_cusparse_handle()
     op_a = _transpose_flag(transa)
     cuda_dtype = _dtype.to_cuda_dtype(a.dtype)
+    alpha = _host_scalar(alpha, a.dtype).ctypes
+    beta = _host_scalar(beta, a.dtype).ctypes
     alg = _cusparse.CUSPARSE_MV_ALG_DEFAULT
     buff_size = _cusparse.spMV_bufferSize(
-        handle, op_a, _ONE, desc_a.desc, desc_x.desc, _ZERO, desc_y.desc, cuda_dtype, alg
+        handle, op_a, alpha.data, desc_a.desc, desc_x.desc, beta.data, desc_y.desc, cuda_dtype, alg
     )
     buff = _cupy.empty(buff_size, _cupy.int8)
-    _cusparse.spMV(handle, op_a, _ONE, desc_a.desc, desc_x.desc, _ZERO, desc_y.desc, cuda_dtype, alg, buff.data.ptr)
+    _cusparse.spMV(handle, op_a, alpha.data, desc_a.desc, desc_x.desc, beta.data, desc_y.desc, cuda_dtype, alg,
+                   buff.data.ptr)  # fmt: skip
     y.values = None
     return y
 
@@ -286,14 +298,17 @@ def spmm(
     op_a = _transpose_flag(transa)
     op_b = _transpose_flag(transb)
     cuda_dtype = _dtype.to_cuda_dtype(a.dtype)
+    alpha = _host_scalar(alpha, a.dtype).ctypes
+    beta = _host_scalar(beta, a.dtype).ctypes
     alg = _cusparse.CUSPARSE_MM_ALG_DEFAULT
     buff_size = _cusparse.spMM_bufferSize(
-        handle, op_a, op_b, _ONE, desc_a.desc, desc_b.desc, _ZERO, desc_c.desc, cuda_dtype, alg
+        handle, op_a, op_b, alpha.data, desc_a.desc, desc_b.desc, beta.data, desc_c.desc, cuda_dtype, alg
     )
     buff = _cupy.empty(buff_size, _cupy.int8)
     _cusparse.spMM(
-        handle, op_a, op_b, _ONE, desc_a.desc, desc_b.desc, _ZERO, desc_c.desc, cuda_dtype, alg, buff.data.ptr
-    )
+        handle, op_a, op_b, alpha.data, desc_a.desc, desc_b.desc, beta.data, desc_c.desc, cuda_dtype, alg,
+        buff.data.ptr,
+    )  # fmt: skip
     c.values = None
     return c
 

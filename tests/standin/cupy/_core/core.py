@@ -3,7 +3,7 @@ arrays made by ``cupy.array``, a flat list of Python values (C order); other arr
 ``values = None`` and no data.
 
 Values are carried through what the stand-in's own models need (``astype``, ``reshape``,
-``ravel``, indexing, ``+ - * /`` elementwise, ``all``, ``sum``, ``int()``, ``bool()``);
+``ravel``, indexing, ``+ - * / %`` elementwise, ``all``, ``sum``, ``int()``, ``bool()``);
 anything a kernel writes loses them. Reading the values of an array without any raises
 ``TypeError``, so a model never silently computes with made-up data.
 
@@ -21,6 +21,7 @@ import itertools
 import math
 import threading
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -28,12 +29,24 @@ import numpy
 from cupy_backends._standin_recorder import CallRecorder
 from cupy_backends.cuda.api import runtime
 
-from cupy._core._dtype import CHAR, ITEMSIZE, get_dtype, promote_types
+# private: the real cupy._core.core has none of these names
+from cupy._core._dtype import CHAR as _CHAR
+from cupy._core._dtype import ITEMSIZE as _ITEMSIZE
+from cupy._core._dtype import get_dtype as _get_dtype
+from cupy._core._dtype import promote_types as _promote_types
 
 _pointers = itertools.count(0x7F0000000000, 0x1000)
+_allocations: weakref.WeakValueDictionary[int, _ndarray_base] = weakref.WeakValueDictionary()
 
 
-class MemoryPointer:
+def _allocation_size(ptr: int) -> int | None:
+    """The size in bytes of the live array whose data starts at ``ptr``, or ``None`` (not
+    CuPy's: lets a stand-in library see how large a buffer it was handed is)."""
+    array = _allocations.get(ptr)
+    return None if array is None else array.nbytes
+
+
+class _MemoryPointer:
     __slots__ = ("device_id", "ptr")
 
     def __init__(self, ptr: int, device_id: int) -> None:
@@ -71,7 +84,7 @@ def _grid(a: _ndarray_base) -> Any:
 
 
 def _from_grid(grid: Any, dtype: Any) -> ndarray:
-    dtype = get_dtype(dtype)
+    dtype = _get_dtype(dtype)
     grid = numpy.asarray(grid, dtype=object)
     return ndarray(grid.shape, dtype, values=[_cast(v, dtype.kind) for v in grid.ravel().tolist()])
 
@@ -83,29 +96,29 @@ def _is_scalar(x: Any) -> bool:
 def _scalar_result_dtype(dtype: Any, scalar: Any) -> Any:
     """NumPy 2's rule for an array with a Python scalar: the array's dtype wins within its kind."""
     if isinstance(scalar, numpy.generic):
-        return promote_types(dtype, scalar.dtype.name)
+        return _promote_types(dtype, scalar.dtype.name)
     kind = dtype.kind
     if isinstance(scalar, bool) or (isinstance(scalar, int) and kind != "b"):
         return dtype
     if isinstance(scalar, int):
-        return get_dtype("int64")
+        return _get_dtype("int64")
     if isinstance(scalar, float):
-        return dtype if kind in "fc" else get_dtype("float64")
-    return dtype if kind == "c" else get_dtype("complex128")
+        return dtype if kind in "fc" else _get_dtype("float64")
+    return dtype if kind == "c" else _get_dtype("complex128")
 
 
 def _binary(a: Any, b: Any, fn: Callable[[Any, Any], Any], true_divide: bool = False) -> ndarray:
     """``fn`` elementwise with broadcasting; values only when both operands have them."""
     arrays = [x for x in (a, b) if isinstance(x, _ndarray_base)]
     if len(arrays) == 2:
-        dtype = promote_types(a.dtype, b.dtype)
+        dtype = _promote_types(a.dtype, b.dtype)
     else:
         scalar = b if isinstance(a, _ndarray_base) else a
         if not _is_scalar(scalar):
             return NotImplemented
         dtype = _scalar_result_dtype(arrays[0].dtype, scalar)
     if true_divide and dtype.kind in "biu":
-        dtype = get_dtype("float64")
+        dtype = _get_dtype("float64")
     shape = numpy.broadcast_shapes(*(x.shape for x in arrays))
     if any(x.values is None for x in arrays):
         return ndarray(shape, dtype)
@@ -114,6 +127,18 @@ def _binary(a: Any, b: Any, fn: Callable[[Any, Any], Any], true_divide: bool = F
         return _from_grid(fn(*operands), dtype)
     except ArithmeticError:  # 1 / 0 in Python: no values rather than NumPy's inf
         return ndarray(shape, dtype)
+
+
+def _should_use_rop(x: Any, y: Any) -> bool:
+    """CuPy's ``core.pyx`` ``_should_use_rop``: leave ``x op y`` to ``y`` (``NotImplemented``)
+    when ``y`` opts out of ufuncs, or has a higher ``__array_priority__`` (sparse matrices: 101)."""
+    y_ufunc = getattr(y, "__array_ufunc__", _HANDLED)
+    if y_ufunc is not _HANDLED:
+        return y_ufunc is None
+    return bool(getattr(x, "__array_priority__", 0) < getattr(y, "__array_priority__", 0))
+
+
+_HANDLED = object()
 
 
 class _Flags:
@@ -130,12 +155,13 @@ class _ndarray_base:
         if isinstance(shape, int):
             shape = (shape,)
         self.shape: tuple[int, ...] = tuple(int(n) for n in shape)
-        self.dtype = get_dtype(dtype)
+        self.dtype = _get_dtype(dtype)
         if values is not None and len(values) != self.size:
             raise ValueError(f"{len(values)} values for an array of size {self.size}")
         self.values = values
         device_id = runtime.getDevice()  # raises CUDARuntimeError without a driver
-        self.data = MemoryPointer(next(_pointers), device_id)
+        self.data = _MemoryPointer(next(_pointers), device_id)
+        _allocations[self.data.ptr] = self
 
     @property
     def ndim(self) -> int:
@@ -147,7 +173,7 @@ class _ndarray_base:
 
     @property
     def itemsize(self) -> int:
-        return ITEMSIZE[self.dtype]
+        return _ITEMSIZE[self.dtype]
 
     @property
     def nbytes(self) -> int:
@@ -155,7 +181,7 @@ class _ndarray_base:
 
     @property
     def char(self) -> str:
-        return CHAR[self.dtype]
+        return _CHAR[self.dtype]
 
     @property
     def flags(self) -> _Flags:
@@ -214,7 +240,7 @@ class _ndarray_base:
 
     # ------------------------------------------------------------ shape and dtype
     def astype(self, dtype: Any, copy: bool = True, **kwargs: Any) -> ndarray:
-        dtype = get_dtype(dtype)
+        dtype = _get_dtype(dtype)
         if not copy and dtype == self.dtype:
             return self
         values = None if self.values is None else [_cast(v, dtype.kind) for v in self.values]
@@ -266,7 +292,7 @@ class _ndarray_base:
         if dtype is None:
             kind = self.dtype.kind
             dtype = "int64" if kind in "bi" else "uint64" if kind == "u" else self.dtype
-        dtype = get_dtype(dtype)
+        dtype = _get_dtype(dtype)
         values = None if self.values is None else [_cast(sum(self.values), dtype.kind)]
         return ndarray((), dtype, values=values)
 
@@ -305,20 +331,34 @@ class _ndarray_base:
     def __rtruediv__(self, other: Any) -> ndarray:
         return _binary(other, self, lambda x, y: x / y, true_divide=True)
 
+    def __mod__(self, other: Any) -> ndarray:
+        return _binary(self, other, lambda x, y: x % y)
+
     def dot(self, b: ndarray, out: ndarray | None = None) -> ndarray:
         from cupy._core._routines_linalg import dot
 
         return dot(self, b, out)
 
-    def __matmul__(self, other: ndarray) -> ndarray:
+    def __matmul__(self, other: Any) -> Any:
         from cupy._core._routines_linalg import matmul
 
-        return matmul(self, other)
+        if isinstance(other, _ndarray_base):
+            return matmul(self, other)
+        if _should_use_rop(self, other):  # a sparse matrix: its __rmatmul__
+            return NotImplemented
+        raise NotImplementedError("the stand-in does not model numpy.matmul of a CuPy array")
 
     def __rmatmul__(self, other: ndarray) -> ndarray:
         from cupy._core._routines_linalg import matmul
 
         return matmul(other, self)
+
+    @property
+    def T(self) -> ndarray:
+        """The axes reversed (values transposed where known)."""
+        if self.values is None:
+            return ndarray(self.shape[::-1], self.dtype)
+        return _from_grid(numpy.transpose(_grid(self)), self.dtype)
 
     # ------------------------------------------------------------ indexing
     def __getitem__(self, slices: Any) -> ndarray:
@@ -486,6 +526,6 @@ def array(
     if isinstance(obj, _ndarray_base):
         return obj.astype(obj.dtype if dtype is None else dtype, copy=copy)
     host = numpy.asarray(obj)
-    dtype = get_dtype(host.dtype.name if dtype is None else dtype)
+    dtype = _get_dtype(host.dtype.name if dtype is None else dtype)
     shape = (1,) * (ndmin - host.ndim) + host.shape
     return ndarray(shape, dtype, values=[_cast(v, dtype.kind) for v in host.ravel().tolist()])

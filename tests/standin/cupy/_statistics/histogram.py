@@ -271,7 +271,7 @@ _bincount_with_weight_kernel = _core.ElementwiseKernel(
 
 #: the stand-in's ``cupy.max(x)`` for an ``x`` without values (its bins are then 0..9), unless a
 #: ``minlength`` says how many bins the caller knows of (``histogramdd``'s flattened bin numbers)
-UNKNOWN_MAX = 9
+_UNKNOWN_MAX = 9
 
 
 def bincount(x: Any, weights: Any = None, minlength: Any = None) -> Any:
@@ -296,7 +296,7 @@ def bincount(x: Any, weights: Any = None, minlength: Any = None) -> Any:
         # NumPy returns intp dtype for empty input even when weights is given
         return cupy.zeros((size,), dtype=cupy.intp)
 
-    unknown = UNKNOWN_MAX + 1 if minlength is None else 1
+    unknown = _UNKNOWN_MAX + 1 if minlength is None else 1
     size = max(x.values) + 1 if x.values is not None else unknown  # int(cupy.max(x)) + 1
     if minlength is not None:
         size = max(size, minlength)

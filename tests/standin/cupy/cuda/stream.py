@@ -11,13 +11,13 @@ on the current device.
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any
 
+from cupy_backends.cuda import stream as _backends_stream
 from cupy_backends.cuda.api import runtime
 
-_ptds = bool(int(os.getenv("CUPY_CUDA_PER_THREAD_DEFAULT_STREAM", "0")))  # cupy_backends' is_ptds_enabled
+_ptds = _backends_stream._ptds  # backends_stream.is_ptds_enabled()
 _thread_local = threading.local()
 
 
@@ -28,7 +28,7 @@ class _ThreadLocal:
         self.current_device_id_stack: list[int] = []
         self.current_stream_stack: list[list[Any]] = []
         for _ in range(num_devices):
-            default_stream = get_default_stream()
+            default_stream = _get_default_stream()
             self.current_stream.append(default_stream)
             self.current_stream_stack.append([default_stream])
 
@@ -64,7 +64,7 @@ class _ThreadLocal:
         return self.current_stream[device_id]
 
 
-def get_default_stream() -> Stream:
+def _get_default_stream() -> Stream:
     return Stream.ptds if _ptds else Stream.null
 
 
@@ -73,7 +73,7 @@ def get_current_stream(device_id: int = -1) -> Any:
     return _ThreadLocal.get().get_current_stream(device_id)
 
 
-def get_current_stream_ptr() -> int:
+def _get_current_stream_ptr() -> int:
     return get_current_stream().ptr
 
 

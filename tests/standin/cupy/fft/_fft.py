@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from cupy._core.core import ndarray
+from cupy._core.core import ndarray as _ndarray
 from cupy.fft import config
 from cupy.fft._cache import get_plan_cache
 
@@ -46,7 +46,7 @@ def _convert_fft_type(dtype: str, value_type: str) -> int:
         raise ValueError from None
 
 
-def _cook(a: ndarray, s: Any, axes: tuple[int, ...], value_type: str) -> ndarray:
+def _cook(a: _ndarray, s: Any, axes: tuple[int, ...], value_type: str) -> _ndarray:
     a = a.astype(_output_dtype(a.dtype, value_type), copy=False)
     if s is None:
         return a
@@ -54,13 +54,13 @@ def _cook(a: ndarray, s: Any, axes: tuple[int, ...], value_type: str) -> ndarray
     for size, axis in zip(s, axes, strict=False):
         if size is not None:
             shape[axis] = size // 2 + 1 if value_type == "C2R" and axis == axes[-1] else size
-    return a if tuple(shape) == a.shape else ndarray(shape, a.dtype)
+    return a if tuple(shape) == a.shape else _ndarray(shape, a.dtype)
 
 
 def _exec_fft(
-    a: ndarray, direction: int, value_type: str, norm: Any, axis: int, overwrite_x: bool,
-    out_size: int | None = None, out: ndarray | None = None, plan: Any = None,
-) -> ndarray:  # fmt: skip
+    a: _ndarray, direction: int, value_type: str, norm: Any, axis: int, overwrite_x: bool,
+    out_size: int | None = None, out: _ndarray | None = None, plan: Any = None,
+) -> _ndarray:  # fmt: skip
     from cupy.cuda import cufft
 
     fft_type = _convert_fft_type(a.dtype, value_type)
@@ -68,7 +68,7 @@ def _exec_fft(
     if axis != a.ndim - 1:  # swapaxes(axis, -1)
         shape = list(a.shape)
         shape[axis], shape[-1] = shape[-1], shape[axis]
-        a = ndarray(shape, a.dtype)
+        a = _ndarray(shape, a.dtype)
     n = a.shape[-1]
     if n < 1:
         raise ValueError(f"Invalid number of FFT data points ({n}) specified.")
@@ -101,15 +101,15 @@ def _exec_fft(
     if axis != a.ndim - 1:
         shape = list(out.shape)
         shape[axis], shape[-1] = shape[-1], shape[axis]
-        out = ndarray(shape, out.dtype)
+        out = _ndarray(shape, out.dtype)
     return out
 
 
 def _fft(
-    a: ndarray, s: Any, axes: Any, norm: Any, direction: int,
+    a: _ndarray, s: Any, axes: Any, norm: Any, direction: int,
     value_type: str = "C2C", overwrite_x: bool = False, plan: Any = None,
-) -> ndarray:  # fmt: skip
-    if not isinstance(a, ndarray):
+) -> _ndarray:  # fmt: skip
+    if not isinstance(a, _ndarray):
         raise TypeError("The input array a must be a cupy.ndarray")
     if axes is None:
         axes = tuple(range(a.ndim)) if s is None else tuple(range(a.ndim - len(s), a.ndim))
@@ -159,9 +159,9 @@ def _get_cufft_plan_nd(
 
 
 def _fftn(
-    a: ndarray, s: Any, axes: Any, norm: Any, direction: int,
+    a: _ndarray, s: Any, axes: Any, norm: Any, direction: int,
     value_type: str = "C2C", order: str = "A", plan: Any = None, overwrite_x: bool = False,
-) -> ndarray:  # fmt: skip
+) -> _ndarray:  # fmt: skip
     from cupy.cuda import cufft
 
     a = _cook(a, s, axes, value_type)
@@ -181,7 +181,7 @@ def _fftn(
     return out
 
 
-def _default_fft_func(a: ndarray, s: Any = None, axes: Any = None, plan: Any = None, value_type: str = "C2C") -> Any:
+def _default_fft_func(a: _ndarray, s: Any = None, axes: Any = None, plan: Any = None, value_type: str = "C2C") -> Any:
     if axes is None:
         axes = tuple(range(a.ndim)) if s is None else tuple(range(a.ndim - len(s), a.ndim))
     axes_sorted = tuple(sorted(axis % a.ndim for axis in axes))
@@ -190,7 +190,7 @@ def _default_fft_func(a: ndarray, s: Any = None, axes: Any = None, plan: Any = N
     return _fft
 
 
-def _n_dim(a: ndarray, s: Any, axes: Any, norm: Any, direction: int, value_type: str = "C2C") -> ndarray:
+def _n_dim(a: _ndarray, s: Any, axes: Any, norm: Any, direction: int, value_type: str = "C2C") -> _ndarray:
     func = _default_fft_func(a, s, axes, value_type=value_type)
     if axes is None:
         axes = tuple(range(a.ndim)) if s is None else tuple(range(a.ndim - len(s), a.ndim))
@@ -198,49 +198,49 @@ def _n_dim(a: ndarray, s: Any, axes: Any, norm: Any, direction: int, value_type:
     return func(a, s, axes, norm, direction, value_type=value_type)
 
 
-def fft(a: ndarray, n: int | None = None, axis: int = -1, norm: Any = None) -> ndarray:
+def fft(a: _ndarray, n: int | None = None, axis: int = -1, norm: Any = None) -> _ndarray:
     from cupy.cuda import cufft
 
     return _fft(a, (n,), (axis,), norm, cufft.CUFFT_FORWARD)
 
 
-def ifft(a: ndarray, n: int | None = None, axis: int = -1, norm: Any = None) -> ndarray:
+def ifft(a: _ndarray, n: int | None = None, axis: int = -1, norm: Any = None) -> _ndarray:
     from cupy.cuda import cufft
 
     return _fft(a, (n,), (axis,), norm, cufft.CUFFT_INVERSE)
 
 
-def fft2(a: ndarray, s: Any = None, axes: Any = (-2, -1), norm: Any = None) -> ndarray:
+def fft2(a: _ndarray, s: Any = None, axes: Any = (-2, -1), norm: Any = None) -> _ndarray:
     from cupy.cuda import cufft
 
     return _n_dim(a, s, axes, norm, cufft.CUFFT_FORWARD)
 
 
-def ifft2(a: ndarray, s: Any = None, axes: Any = (-2, -1), norm: Any = None) -> ndarray:
+def ifft2(a: _ndarray, s: Any = None, axes: Any = (-2, -1), norm: Any = None) -> _ndarray:
     from cupy.cuda import cufft
 
     return _n_dim(a, s, axes, norm, cufft.CUFFT_INVERSE)
 
 
-def fftn(a: ndarray, s: Any = None, axes: Any = None, norm: Any = None) -> ndarray:
+def fftn(a: _ndarray, s: Any = None, axes: Any = None, norm: Any = None) -> _ndarray:
     from cupy.cuda import cufft
 
     return _n_dim(a, s, axes, norm, cufft.CUFFT_FORWARD)
 
 
-def ifftn(a: ndarray, s: Any = None, axes: Any = None, norm: Any = None) -> ndarray:
+def ifftn(a: _ndarray, s: Any = None, axes: Any = None, norm: Any = None) -> _ndarray:
     from cupy.cuda import cufft
 
     return _n_dim(a, s, axes, norm, cufft.CUFFT_INVERSE)
 
 
-def rfft(a: ndarray, n: int | None = None, axis: int = -1, norm: Any = None) -> ndarray:
+def rfft(a: _ndarray, n: int | None = None, axis: int = -1, norm: Any = None) -> _ndarray:
     from cupy.cuda import cufft
 
     return _fft(a, (n,), (axis,), norm, cufft.CUFFT_FORWARD, "R2C")
 
 
-def irfft(a: ndarray, n: int | None = None, axis: int = -1, norm: Any = None) -> ndarray:
+def irfft(a: _ndarray, n: int | None = None, axis: int = -1, norm: Any = None) -> _ndarray:
     from cupy.cuda import cufft
 
     return _fft(a, (n,), (axis,), norm, cufft.CUFFT_INVERSE, "C2R")

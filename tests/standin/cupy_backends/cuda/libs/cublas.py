@@ -42,6 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from cupy_backends.cuda import stream as _stream_module  # (cimported by CuPy's cublas.pyx)
 from cupy_backends.cuda.api import runtime as _runtime
 from cupy_backends.cuda.libs._check import require as _require
 
@@ -274,24 +275,12 @@ def getMathMode(handle: int) -> int:
 ###############################################################################
 
 
-def _current_stream_ptr() -> int:
-    """``cupy_backends.cuda.stream.get_current_stream_ptr()``, which every routine of CuPy's
-    ``cublas.pyx`` passes to ``setStream`` first (``_setStream``, v14.2.0 line 666): the thread's
-    current stream, or ``runtime.streamPerThread`` (2) for the null stream under
-    ``CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1``."""
-    import sys
-
-    streams = sys.modules.get("cupy.cuda.stream")
-    if streams is None:
-        return 0
-    ptr: int = streams.get_current_stream().ptr
-    return 2 if ptr == 0 and streams._ptds else ptr
-
-
 def _launch(function: str, handle: int, compute_type: int | None = None) -> None:
     if compute_type is not None:
         compute_type = int(compute_type)
-    stream = _current_stream_ptr()
+    # cupy_backends.cuda.stream.get_current_stream_ptr(), which every routine of CuPy's
+    # cublas.pyx passes to setStream first (_setStream, v14.2.0 line 666)
+    stream = _stream_module._get_current_stream_ptr()
     with _lock:
         mode = _live(handle)
         with RECORDER.lock:

@@ -6,18 +6,30 @@ embedded signatures): ``spMV(handle, opA, alpha, matA, vecX, beta, vecY, compute
 alg, externalBuffer)``, ``spMM(handle, opA, opB, alpha, matA, matB, beta, matC,
 computeType, alg, externalBuffer)`` and their ``_bufferSize`` forms.
 
-``RECORDER.calls`` holds a ``SparseCall(function, op_a, thread, alg, buffer)`` for every
-``spMV``, ``spMV_bufferSize``, ``spMM`` and ``spMM_bufferSize`` (``alg`` as passed; ``buffer``
-the launch's ``externalBuffer``, ``None`` for a query); ``RECORDER.reset()`` empties it.
-Handles never repeat in a process; using a destroyed handle raises ``ValueError``.
+``RECORDER.calls`` holds a ``SparseCall(function, op_a, thread, alg, buffer, buffer_size,
+beta)`` for every ``spMV``, ``spMV_bufferSize``, ``spMM`` and ``spMM_bufferSize`` (``alg`` as
+passed; ``buffer`` the launch's ``externalBuffer``, ``None`` for a query; ``buffer_size`` the
+size in bytes of the stand-in array at that pointer, ``None`` if there is none; ``beta`` a
+launch's beta, where the stand-in's ``cupyx.cusparse`` passed it: ``HOST_SCALARS``);
+``RECORDER.reset()`` empties it. Handles never repeat in a process; using a destroyed handle raises ``ValueError``.
 
-Descriptors remember their format: ``spMatGetFormat(desc)`` answers ``CUSPARSE_FORMAT_CSR``
-(1), ``CSC`` (2) or ``COO`` (3) for what ``createCsr``/``createCsc``/``createCoo`` made, as
-cuSPARSE does on the host. The algorithm constants are the wheel's names and values
-(``CUSPARSE_CSRMV_ALG2 = 3``, ``CUSPARSE_COOMM_ALG2 = 2``, ...; it has no name for
-cusparse.h's ``SPMV_COO_ALG2 = 4`` or ``SPMM_CSR_ALG3 = 12``). The size queries answer a
-made-up size per algorithm (``BUFFER_SIZES``: 0 for the defaults, more for the others; the
-real sizes depend on the matrix), so a test can tell which query sized a buffer.
+Descriptors remember what they were made with: ``spMatGetFormat(desc)`` answers
+``CUSPARSE_FORMAT_CSR`` (1), ``CSC`` (2) or ``COO`` (3), ``csrGet`` / ``cooGet`` answer
+``CsrAttributes`` / ``CooAttributes`` (rows, cols, nnz, pointers, types), as cuSPARSE does on
+the host. The algorithm constants are the wheel's names and values (``CUSPARSE_CSRMV_ALG2 =
+3``, ``CUSPARSE_COOMM_ALG2 = 2``, ...; it has no name for cusparse.h's ``SPMV_COO_ALG2 = 4``
+or ``SPMM_CSR_ALG3 = 12``). The size queries answer a made-up size per algorithm
+(``BUFFER_SIZES``, different for each; the real sizes depend on the matrix), so a test can
+tell which query sized a buffer, and whether a launch's buffer fits its algorithm.
+
+``SPMM_CSR_ALG3`` (12) refuses, in the query and in the launch, with ``CuSparseError(10)``
+(``CUSPARSE_STATUS_NOT_SUPPORTED``), the operands cuSPARSE 12.5's own messages name
+(``libcusparse.so.12``: "_SPMM_CSR_ALG3 is not supported when opA != OPERATION_NON_TRANSPOSE or
+opB == OPERATION_CONJUGATE_TRANSPOSE", "_SPMM_CSR_ALG3 data type combination not supported,
+matA: {}, ..."): a transposed ``matA``, a conjugate-transposed ``matB``, and a sparse value
+type or compute type in ``ALG3_REFUSED_TYPES`` (NVIDIA documents ComplexF16 and ComplexBf16;
+which other combinations it refuses is not documented, so a test adds to the set).
+``CuSparseError``'s message is CuPy's, ``cusparseGetErrorName: cusparseGetErrorString``.
 
 On a HIP build (``STANDIN_CUPY_HIP=1``) the module also has hipSPARSE's legacy
 ``{s,d,c,z}csrmv``, ``csrmm`` and ``csrmm2`` (transposition second, after the handle, as in
@@ -30,6 +42,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+import weakref
 from typing import Any, NamedTuple
 
 from cupy_backends._standin_recorder import CallRecorder
@@ -61,14 +74,30 @@ CUSPARSE_COOMM_ALG2 = 2
 CUSPARSE_COOMM_ALG3 = 3
 CUSPARSE_CSRMM_ALG1 = 4
 
-#: (routine, alg) -> the size the stand-in's query answers (made up; see the docstring)
-BUFFER_SIZES = {("spMV", 0): 0, ("spMV", 3): 64, ("spMV", 4): 96, ("spMM", 0): 0, ("spMM", 2): 128, ("spMM", 12): 256}
+#: (routine, alg) -> the size the stand-in's query answers (made up, each different: the
+#: default SpMV's is larger than CSR_ALG2's and smaller than COO_ALG2's; see the docstring)
+BUFFER_SIZES = {
+    ("spMV", 0): 80, ("spMV", 3): 64, ("spMV", 4): 128,
+    ("spMM", 0): 160, ("spMM", 2): 96, ("spMM", 12): 256,
+}  # fmt: skip
+_SPMM_CSR_ALG3 = 12
+_CUDA_C_16F, _CUDA_C_16BF = 6, 15  # cudaDataType_t
+#: value / compute types _SPMM_CSR_ALG3 refuses here (a test may add one)
+_ALG3_REFUSED_TYPES = {_CUDA_C_16F, _CUDA_C_16BF}
+
+# cusparseGetErrorName / cusparseGetErrorString (cuSPARSE 12.5) of the statuses the stand-in raises
+_STATUS = {
+    1: ("CUSPARSE_STATUS_NOT_INITIALIZED", "initialization error"),
+    3: ("CUSPARSE_STATUS_INVALID_VALUE", "invalid value"),
+    10: ("CUSPARSE_STATUS_NOT_SUPPORTED", "operation not supported"),
+}
 
 
 class CuSparseError(RuntimeError):
     def __init__(self, status: int) -> None:
         self.status = status
-        super().__init__(f"CUSPARSE_STATUS_{status}")
+        name, message = _STATUS.get(status, (f"CUSPARSE_STATUS_{status}", "unknown error"))
+        super().__init__(f"{name}: {message}")
 
     def __reduce__(self) -> tuple[type, tuple[int]]:
         return (type(self), (self.status,))
@@ -80,6 +109,33 @@ class SparseCall(NamedTuple):
     thread: int
     alg: int | None = None
     buffer: int | None = None
+    buffer_size: int | None = None
+    beta: Any = None
+
+
+class CsrAttributes(NamedTuple):  # CuPy: a cdef class with these public fields
+    rows: int
+    cols: int
+    nnz: int
+    rowOffsets: int
+    colIdx: int
+    values: int
+    rowOffsetType: int
+    colIdxType: int
+    idxBase: int
+    valueType: int
+
+
+class CooAttributes(NamedTuple):
+    rows: int
+    cols: int
+    nnz: int
+    rowIdx: int
+    colIdx: int
+    values: int
+    idxType: int
+    idxBase: int
+    valueType: int
 
 
 RECORDER: CallRecorder[SparseCall] = CallRecorder()
@@ -131,25 +187,40 @@ def getVersion(handle: int) -> int:
 
 
 _formats: dict[int, int] = {}  # sparse matrix descriptor -> its cusparseFormat_t
+_attributes: dict[int, Any] = {}  # sparse matrix descriptor -> what csrGet / cooGet answer
 
 
 def _descriptor(*args: Any) -> int:
     return next(_descriptors)
 
 
-def _sparse(format: int) -> Any:
-    def create(*args: Any) -> int:
-        desc = next(_descriptors)
-        _formats[desc] = format
-        return desc
+def createCsr(rows, cols, nnz, csrRowOffsets, csrColind, csrValues, csrRowOffsetsType, csrColIndType, idxBase,
+              valueType):  # fmt: skip
+    desc = next(_descriptors)
+    _formats[desc] = CUSPARSE_FORMAT_CSR
+    _attributes[desc] = CsrAttributes(
+        rows, cols, nnz, csrRowOffsets, csrColind, csrValues, csrRowOffsetsType, csrColIndType, idxBase, valueType
+    )
+    return desc
 
-    return create
+
+def createCsc(rows, cols, nnz, cscColOffsets, cscRowInd, cscValues, cscColOffsetsType, cscRowIndType, idxBase,
+              valueType):  # fmt: skip
+    desc = next(_descriptors)
+    _formats[desc] = CUSPARSE_FORMAT_CSC
+    return desc
+
+
+def createCoo(rows, cols, nnz, cooRowInd, cooColInd, cooValues, cooIdxType, idxBase, valueType):
+    desc = next(_descriptors)
+    _formats[desc] = CUSPARSE_FORMAT_COO
+    _attributes[desc] = CooAttributes(
+        rows, cols, nnz, cooRowInd, cooColInd, cooValues, cooIdxType, idxBase, valueType
+    )
+    return desc
 
 
 createMatDescr = createDnVec = createDnMat = _descriptor
-createCsr = _sparse(CUSPARSE_FORMAT_CSR)
-createCsc = _sparse(CUSPARSE_FORMAT_CSC)
-createCoo = _sparse(CUSPARSE_FORMAT_COO)
 
 
 def spMatGetFormat(desc: int) -> int:
@@ -159,6 +230,20 @@ def spMatGetFormat(desc: int) -> int:
         raise CuSparseError(3) from None  # CUSPARSE_STATUS_INVALID_VALUE
 
 
+def _get(desc: int, format: int) -> Any:
+    if _formats.get(desc) != format:
+        raise CuSparseError(3)  # cuSPARSE checks the descriptor's format
+    return _attributes[desc]
+
+
+def csrGet(desc: int) -> CsrAttributes:
+    return _get(desc, CUSPARSE_FORMAT_CSR)  # type: ignore[no-any-return]
+
+
+def cooGet(desc: int) -> CooAttributes:
+    return _get(desc, CUSPARSE_FORMAT_COO)  # type: ignore[no-any-return]
+
+
 def _destroy(desc: int) -> None:
     pass
 
@@ -166,28 +251,57 @@ def _destroy(desc: int) -> None:
 destroyMatDescr = destroySpMat = destroyDnVec = destroyDnMat = _destroy
 
 
-def _call(function: str, handle: int, op_a: int, alg: int | None = None, buffer: int | None = None) -> None:
+#: host pointer -> the NumPy scalar array there, for the alpha and beta the stand-in's
+#: ``cupyx.cusparse`` passes (not CuPy's: lets the recorder read beta without reading memory)
+HOST_SCALARS: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+
+
+def _call(
+    function: str, handle: int, op_a: int, alg: int | None = None, buffer: int | None = None, query: bool = False,
+    beta: int | None = None,
+) -> None:  # fmt: skip
     with _lock:
         _check(handle)
-    RECORDER.record(SparseCall(function, op_a, threading.get_ident(), alg, buffer))
+    from cupy._core import core  # (CuPy's arrays: imported at call time, cupy imports this package)
+
+    size = None if query or buffer is None else core._allocation_size(buffer)
+    scalar = HOST_SCALARS.get(beta) if beta is not None else None
+    value = None if scalar is None else scalar.item()
+    RECORDER.record(SparseCall(function, op_a, threading.get_ident(), alg, buffer, size, value))
+
+
+def _alg3_operands(opA: int, opB: int, matA: int, computeType: int) -> None:
+    """cuSPARSE 12.5's checks of _SPMM_CSR_ALG3's operands (its messages, in the docstring)."""
+    value_type = getattr(_attributes.get(matA), "valueType", None)
+    if (
+        opA != CUSPARSE_OPERATION_NON_TRANSPOSE
+        or opB == CUSPARSE_OPERATION_CONJUGATE_TRANSPOSE
+        or value_type in _ALG3_REFUSED_TYPES
+        or computeType in _ALG3_REFUSED_TYPES
+    ):
+        raise CuSparseError(10)  # CUSPARSE_STATUS_NOT_SUPPORTED
 
 
 def spMV_bufferSize(handle, opA, alpha, matA, vecX, beta, vecY, computeType, alg):
-    _call("spMV_bufferSize", handle, opA, alg)
+    _call("spMV_bufferSize", handle, opA, alg, query=True)
     return BUFFER_SIZES.get(("spMV", alg), 32)
 
 
 def spMV(handle, opA, alpha, matA, vecX, beta, vecY, computeType, alg, externalBuffer):
-    _call("spMV", handle, opA, alg, externalBuffer)
+    _call("spMV", handle, opA, alg, externalBuffer, beta=beta)
 
 
 def spMM_bufferSize(handle, opA, opB, alpha, matA, matB, beta, matC, computeType, alg):
-    _call("spMM_bufferSize", handle, opA, alg)
+    if alg == _SPMM_CSR_ALG3:
+        _alg3_operands(opA, opB, matA, computeType)
+    _call("spMM_bufferSize", handle, opA, alg, query=True)
     return BUFFER_SIZES.get(("spMM", alg), 32)
 
 
 def spMM(handle, opA, opB, alpha, matA, matB, beta, matC, computeType, alg, externalBuffer):
-    _call("spMM", handle, opA, alg, externalBuffer)
+    if alg == _SPMM_CSR_ALG3:
+        _alg3_operands(opA, opB, matA, computeType)
+    _call("spMM", handle, opA, alg, externalBuffer, beta=beta)
 
 
 if _runtime.is_hip:  # hipSPARSE's legacy API, which CuPy's HIP build still binds

@@ -17,7 +17,7 @@ from typing import Any
 
 import cupy
 from cupy import _core, _util
-from cupy._core._kernel import record_launch
+from cupy._core._kernel import record_launch as _record_launch
 
 _ndimage_variance_kernel = _core.ElementwiseKernel(
     "T input, R labels, raw X index, uint64 size, raw float64 mean",
@@ -51,7 +51,7 @@ _ndimage_sum_kernel = _core.ElementwiseKernel(
 
 def _ndimage_sum_kernel_2(input: Any, labels: Any, index: Any, sum_val: Any, batch_size: int = 4) -> Any:
     """CuPy: ``cupy.where(labels == index[batch], input, 0).sum(axes)`` per batch of labels."""
-    record_launch("masked_sum", input, labels, index, sum_val)
+    _record_launch("masked_sum", input, labels, index, sum_val)
     sum_val.values = None
     return sum_val
 
@@ -75,7 +75,7 @@ _ndimage_mean_kernel = _core.ElementwiseKernel(
 def _ndimage_mean_kernel_2(input: Any, labels: Any, index: Any, batch_size: int = 4, return_count: bool = False) -> Any:
     sum_val = cupy.empty_like(index, dtype=cupy.float64)
     count = cupy.empty_like(index, dtype=cupy.uint64)
-    record_launch("masked_mean", input, labels, index, sum_val, count)
+    _record_launch("masked_mean", input, labels, index, sum_val, count)
     if return_count:
         return sum_val / count, count
     return sum_val / count
@@ -150,7 +150,7 @@ def variance(input: Any, labels: Any = None, index: Any = None) -> Any:
     mean_val, count = _mean_driver(input, labels, index, True, use_kern)
     if use_kern:
         # cupy.where(labels[None, ...] == index[new_axis], cupy.square(input - mean_val[new_axis]), 0).sum(...)
-        record_launch("masked_variance", input, labels, index, mean_val)
+        _record_launch("masked_variance", input, labels, index, mean_val)
         return cupy.ndarray(index.shape, cupy.float64) / count
     out = cupy.zeros_like(index, dtype=cupy.float64)
     return _ndimage_variance_kernel(input, labels, index, index.size, mean_val, out) / count

@@ -1,5 +1,7 @@
 """Stand-in for ``cupyx.scipy.sparse._base`` (``_base.py`` v14.2.0): ``_spbase``, ``spmatrix``
-and ``issparse``; ``A @ B`` goes to the format's ``_matmul_dispatch`` (lines 191-215)."""
+and ``issparse``; ``A @ B`` goes to the format's ``_matmul_dispatch``, ``x @ A`` (a CuPy array
+leaves it to ``A``: ``__array_priority__`` 101) to ``_rmatmul_dispatch``, which multiplies
+``A.T`` by ``x.T`` and transposes the result (lines 43, 191-215; ``spmatrix``'s ``*``, 789-793)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ class _spbase:
     """The base of every sparse matrix: 2-D only in the stand-in."""
 
     format: str = ""
+    __array_priority__ = 101
 
     @property
     def ndim(self) -> int:
@@ -50,9 +53,24 @@ class _spbase:
             raise ValueError("Scalar operands are not allowed, use '*' instead")
         return self._matmul_dispatch(other)
 
+    def __rmatmul__(self, other: Any) -> Any:
+        if _util.isscalarlike(other):
+            raise ValueError("Scalar operands are not allowed, use '*' instead")
+        return self._rmatmul_dispatch(other)
+
     def _matmul_dispatch(self, other: Any) -> Any:
         """Default: convert to CSR.  Format subclasses override."""
         return self.tocsr()._matmul_dispatch(other)
+
+    def _rmatmul_dispatch(self, other: Any) -> Any:
+        if cupy.isscalar(other) or (isdense(other) and other.ndim == 0):
+            return self._matmul_dispatch(other)
+        else:
+            try:
+                tr = other.T
+            except AttributeError:
+                return NotImplemented
+            return (self.T._matmul_dispatch(tr)).T
 
     @property
     def T(self) -> Any:
@@ -101,6 +119,9 @@ class spmatrix(_spbase):
 
     def __mul__(self, other: Any) -> Any:
         return self._matmul_dispatch(other)
+
+    def __rmul__(self, other: Any) -> Any:
+        return self._rmatmul_dispatch(other)
 
 
 def issparse(x: Any) -> bool:

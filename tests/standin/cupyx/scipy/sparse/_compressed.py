@@ -24,13 +24,14 @@ canonical. Both compute the result from the index values (the data values where 
 
 from __future__ import annotations
 
+import collections
 import itertools
 from typing import Any
 
 import cupy
 from cupy import _core
-from cupy._core._dtype import get_dtype
-from cupy._core._kernel import record_launch
+from cupy._core._dtype import get_dtype as _get_dtype
+from cupy._core._kernel import record_launch as _record_launch
 
 from cupyx.scipy.sparse import _base, _index, _util
 from cupyx.scipy.sparse import _data as sparse_data
@@ -53,6 +54,11 @@ def _rows_ok(indptr: Any, indices: Any, strict: bool) -> list[bool]:
     if strict:
         return [bounds[i] <= bounds[i + 1] and all(a < b for a, b in itertools.pairwise(r)) for i, r in enumerate(rows)]
     return [all(a <= b for a, b in itertools.pairwise(r)) for r in rows]
+
+
+def _argsort(values: list[Any]) -> list[int]:
+    """``cupy.argsort`` of a 1-D array (stable)."""
+    return sorted(range(len(values)), key=values.__getitem__)
 
 
 class _compressed_sparse_matrix(sparse_data._data_matrix, _index.IndexMixin):
@@ -145,7 +151,7 @@ class _compressed_sparse_matrix(sparse_data._data_matrix, _index.IndexMixin):
         else:
             raise ValueError("Unsupported initializer format")
 
-        dtype = data.dtype if dtype is None else get_dtype(dtype)
+        dtype = data.dtype if dtype is None else _get_dtype(dtype)
         if dtype not in ("bool", "float32", "float64", "complex64", "complex128"):
             raise ValueError("Only bool, float32, float64, complex64 and complex128 are supported")
 
@@ -217,19 +223,47 @@ class _compressed_sparse_matrix(sparse_data._data_matrix, _index.IndexMixin):
         return self.__class__(shape, dtype=self.dtype)
 
     def _major_slice(self, idx: slice, copy: bool = False) -> Any:
-        M, _ = self._swap(*self.shape)
-        if idx.indices(M) == (0, M, 1):
+        """Index along the major axis where idx is a slice object (a step other than 1 is not modelled)."""
+        M, N = self._swap(*self.shape)
+        start, stop, step = idx.indices(M)
+        if start == 0 and stop == M and step == 1:
             return self.copy() if copy else self
-        raise NotImplementedError("the stand-in models only a full slice of the major axis")
+        M = len(range(start, stop, step))
+        new_shape = self._swap(M, N)
+        if step != 1:
+            raise NotImplementedError("the stand-in does not model _major_index_fancy (a stepped major slice)")
+        if M == 0 or self.nnz == 0:
+            return self._empty_like(new_shape)
+        data, indices, indptr = _index._get_csr_submatrix_major_axis(self.data, self.indices, self.indptr, start, stop)
+        if copy:
+            data = data.copy()
+            indices = indices.copy()
+        return self.__class__._from_parts(
+            data, indices, indptr, new_shape,
+            has_canonical_format=getattr(self, "_has_canonical_format", None),
+            has_sorted_indices=getattr(self, "_has_sorted_indices", None),
+        )  # fmt: skip
 
-    def _minor_entries(self, idx: Any, ordered: bool) -> tuple[Any, Any, Any]:
-        """The (data, indices, indptr) of ``self`` indexed by ``idx`` along the minor axis;
-        each row's entries sorted by their new minor index (``ordered``) or in stored order."""
+    def _minor_entries(self, idx: Any, col_order: list[int] | None) -> tuple[Any, Any, Any]:
+        """The (data, indices, indptr) of ``self`` indexed by ``idx`` along the minor axis.
+
+        ``col_order`` ``None``: each row's entries sorted by their new minor index, ties in
+        stored order (the sorted path's ``lexsort``). Otherwise ``fill_B``'s placement: each
+        stored entry of minor index ``c``, in stored order, gets the new minor indices
+        ``col_order[start:start + count(c)]``, where ``start`` counts the index values below
+        ``c`` and ``col_order`` is ``cupy.argsort(idx)`` read flat, as the kernel reads it."""
         bounds, minor, picks = self.indptr._known_values(), self.indices._known_values(), idx._known_values()
+        counts = collections.Counter(picks)
+        starts = {c: sum(n for v, n in counts.items() if v < c) for c in counts}
         rows = []
         for row in range(len(bounds) - 1):
-            out = [(k, p) for p in range(bounds[row], bounds[row + 1]) for k, c in enumerate(picks) if c == minor[p]]
-            rows.append(sorted(out) if ordered else out)
+            stored = range(bounds[row], bounds[row + 1])
+            if col_order is None:
+                rows.append(sorted((k, p) for p in stored for k, c in enumerate(picks) if c == minor[p]))
+            else:
+                rows.append([
+                    (col_order[starts[minor[p]] + i], p) for p in stored for i in range(counts.get(minor[p], 0))
+                ])  # fmt: skip
         flat = [entry for row in rows for entry in row]
         indptr = cupy.array(list(itertools.accumulate([0] + [len(row) for row in rows])), self.indptr.dtype)
         indices = cupy.array([k for k, _ in flat], self.indices.dtype)
@@ -248,16 +282,25 @@ class _compressed_sparse_matrix(sparse_data._data_matrix, _index.IndexMixin):
             return self._empty_like(new_shape)
         if N > _INT32_MAX or n_idx > _INT32_MAX:
             return self._minor_index_fancy_sorted(idx, M, n_idx, new_shape)
-        record_launch("bincount_idx_global", idx)
-        record_launch("row_kept_count", self.indptr, self.indices)
-        data, indices, indptr = self._minor_entries(idx, ordered=False)
-        record_launch(self._fill_B.name, self.indptr, self.indices, self.data, indptr, indices, data)
+        _record_launch("bincount_idx_global", idx)
+        _record_launch("row_kept_count", self.indptr, self.indices)
+        # CuPy: col_order = cupy.argsort(idx), which sorts along the last axis: for a 2-D idx
+        # (csc[idx2d, j]) that is each row's own order, which the kernel then reads as flat
+        picks, width = idx._known_values(), idx.shape[-1]
+        col_order = [j for r in range(0, len(picks), width) for j in _argsort(picks[r : r + width])]
+        data, indices, indptr = self._minor_entries(idx, col_order)
+        _record_launch(self._fill_B.name, self.indptr, self.indices, self.data, indptr, indices, data)
         return self.__class__._from_parts(data, indices, indptr, new_shape)
 
     def _minor_index_fancy_sorted(self, idx: Any, M: int, n_idx: int, new_shape: Any) -> Any:
         """Sort-based fancy minor-axis indexing (CuPy's deterministic path)."""
-        record_launch("minor_index_fancy_sorted", self.indices, idx)
-        data, indices, indptr = self._minor_entries(idx, ordered=True)
+        idx = idx.astype(self.indices.dtype, copy=False)
+        if idx.ndim > 1:
+            # CuPy: idx[cupy.argsort(idx)] has idx.ndim + 1 axes, and cupy.searchsorted refuses
+            # more than one (cupy/_sorting/search.py, _searchsorted)
+            raise ValueError("object too deep for desired array")
+        _record_launch("minor_index_fancy_sorted", self.indices, idx)
+        data, indices, indptr = self._minor_entries(idx, None)
         if data.size == 0:
             return self._empty_like(new_shape)
         return self.__class__._from_parts(

@@ -16,7 +16,7 @@ from typing import Any
 
 import cupy
 from cupy import _core
-from cupy._core._dtype import get_dtype
+from cupy._core._dtype import get_dtype as _get_dtype
 
 from cupyx.scipy.sparse import _base, _util
 from cupyx.scipy.sparse import _data as sparse_data
@@ -74,7 +74,7 @@ class _coo_base(sparse_data._data_matrix):
         else:
             raise TypeError("invalid input format")
 
-        dtype = data.dtype if dtype is None else get_dtype(dtype)
+        dtype = data.dtype if dtype is None else _get_dtype(dtype)
         if dtype not in ("bool", "float32", "float64", "complex64", "complex128"):
             raise ValueError("Only bool, float32, float64, complex64 and complex128 are supported")
         data = data.astype(dtype, copy=copy)

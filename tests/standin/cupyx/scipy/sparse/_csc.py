@@ -2,8 +2,9 @@
 ``_matmul_dispatch`` (lines 100-207: a dense operand goes to ``cusparse.spmv``/``spmm`` of
 ``self.T``, a CSR matrix, with ``transa=True``, after ``self.sum_duplicates()``, on ROCm
 (HIP >= 5) to the legacy ``csrmv``/``csrmm2``; sparse operands are not modelled),
-``_get_arrayXslice`` (457-458, ``A[idx, :]``), ``tocoo``/``tocsc``/``tocsr`` (320-386), ``transpose``
-(397-427, a CSR matrix on the same arrays), and ``csc_matrix(spmatrix, _csc_base)``."""
+``_get_arrayXint`` (453-455, ``A[idx, j]``, ``idx`` of 1 or 2 dimensions), ``_get_arrayXslice``
+(457-458, ``A[idx, :]``), ``tocoo``/``tocsc``/``tocsr`` (320-386), ``transpose`` (397-427, a
+CSR matrix on the same arrays), and ``csc_matrix(spmatrix, _csc_base)``."""
 
 from __future__ import annotations
 
@@ -63,6 +64,10 @@ class _csc_base(_compressed._compressed_sparse_matrix):
                 raise ValueError("could not interpret dimensions")
         else:
             return NotImplemented
+
+    def _get_arrayXint(self, row: Any, col: Any) -> Any:
+        col = slice(col, col + 1)
+        return self._major_slice(col)._minor_index_fancy(row)
 
     def _get_arrayXslice(self, row: Any, col: Any) -> Any:
         return self._major_slice(col)._minor_index_fancy(row)

@@ -1,9 +1,9 @@
 """Stand-in for ``cupyx.scipy.sparse._csr`` (``_csr.py`` v14.2.0): ``_csr_base`` with
 ``_matmul_dispatch`` (lines 188-266: a dense operand goes to ``cusparse.spmv``/``spmm``
 with ``transa=False``, on ROCm to the legacy ``csrmv``/``csrmm2``; sparse operands are not
-modelled), ``_get_sliceXarray`` (714-715, ``A[:, idx]``), ``tocoo``/``tocsc``/``tocsr``
-(564-638), ``transpose`` (657-691, a CSC matrix on the same arrays), and
-``csr_matrix(spmatrix, _csr_base)``."""
+modelled), ``_get_intXarray`` (701-703, ``A[i, idx]``), ``_get_sliceXarray`` (714-715,
+``A[:, idx]``), ``tocoo``/``tocsc``/``tocsr`` (564-638), ``transpose`` (657-691, a CSC
+matrix on the same arrays), and ``csr_matrix(spmatrix, _csr_base)``."""
 
 from __future__ import annotations
 
@@ -56,6 +56,10 @@ class _csr_base(_compressed._compressed_sparse_matrix):
                 raise ValueError("could not interpret dimensions")
         else:
             return NotImplemented
+
+    def _get_intXarray(self, row: Any, col: Any) -> Any:
+        row = slice(row, row + 1)
+        return self._major_slice(row)._minor_index_fancy(col)
 
     def _get_sliceXarray(self, row: Any, col: Any) -> Any:
         return self._major_slice(row)._minor_index_fancy(col)
@@ -113,3 +117,8 @@ class _csr_base(_compressed._compressed_sparse_matrix):
 
 class csr_matrix(_base.spmatrix, _csr_base):
     """Compressed Sparse Row matrix."""
+
+
+def _is_csr(x: Any) -> bool:
+    """True if x is any CSR sparse (array or matrix)."""
+    return isinstance(x, _csr_base)
