@@ -9,7 +9,7 @@ Where they cannot be built (the C compiler fails, ``BACKENDS_BUILD_PURE_PYTHON=1
 free-threaded CPython), the build says why on stderr and builds without them (after a failed
 compile, the same command again): the pure-Python package, tagged ``py3-none-any``, which behaves
 the same (the pure path is the reference). All or nothing: never one of the two modules without
-the other. The reason is written into the package it builds, ``backends/_engine/_build_note.txt``,
+the other. The reason is written into the package it builds, ``src/backends/_engine/_build_note.txt``,
 which ``python -m backends`` reports while the accelerator is missing.
 
 Builds are reproducible: two builds of one commit, with ``SOURCE_DATE_EPOCH`` set to its time
@@ -43,12 +43,14 @@ from setuptools.command.sdist import sdist
 from setuptools.errors import CCompilerError, ExecError, PlatformError
 
 ROOT = Path(__file__).resolve().parent
+#: the folder that holds the package (the src layout)
+SOURCE = ROOT / "src"
 #: the accelerator: the engine's reads and scopes, and the sync layer's checks when nothing changed
 EXTENSIONS = [
-    Extension("backends._engine._speedups", ["backends/_engine/_speedups.c"]),
-    Extension("backends.sync._speedups", ["backends/sync/_speedups.c"]),
+    Extension("backends._engine._speedups", ["src/backends/_engine/_speedups.c"]),
+    Extension("backends.sync._speedups", ["src/backends/sync/_speedups.c"]),
 ]
-#: why the accelerator is missing, in the package (read by backends/_engine/accelerator.py)
+#: why the accelerator is missing, in the package (read by src/backends/_engine/accelerator.py)
 NOTE = Path("backends", "_engine", "_build_note.txt")
 VARIABLE = "BACKENDS_BUILD_PURE_PYTHON"
 #: why the first attempt failed, for the build without the accelerator that follows it
@@ -199,7 +201,7 @@ def recording_build_py(reason: str | None) -> type[build_py]:
 
     class recording_build_py(build_py):
         def run(self) -> None:
-            package = ROOT if self.editable_mode else Path(self.build_lib)
+            package = SOURCE if self.editable_mode else Path(self.build_lib)
             (package / NOTE).unlink(missing_ok=True)
             if reason is not None:
                 print(f"backends: building the pure-Python package: {reason}", file=sys.stderr)
@@ -209,7 +211,7 @@ def recording_build_py(reason: str | None) -> type[build_py]:
                     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
                     for extension in EXTENSIONS:
                         *folders, name = extension.name.split(".")
-                        stale = ROOT.joinpath(*folders, name + suffix)
+                        stale = SOURCE.joinpath(*folders, name + suffix)
                         try:
                             stale.unlink(missing_ok=True)
                         except OSError as error:  # Windows: a running interpreter has it loaded

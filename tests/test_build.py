@@ -26,6 +26,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+#: the C modules and the build note, as paths in a wheel (in the source tree: under src/)
 MODULES = ("backends/_engine/_speedups", "backends/sync/_speedups")
 NOTE = "backends/_engine/_build_note.txt"
 #: a compiled module of another interpreter, as an editable install there leaves it
@@ -134,8 +135,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(ROOT, copy, ignore=_copy_ignored)
     for module in MODULES:
         for suffix in (EXT_SUFFIX, OTHER_SUFFIX):
-            (copy / (module + suffix)).write_bytes(b"left by an earlier in-place build")
-    (copy / NOTE).write_text("a note left by an earlier in-place build\n", encoding="utf-8")
+            (copy / "src" / (module + suffix)).write_bytes(b"left by an earlier in-place build")
+    (copy / "src" / NOTE).write_text("a note left by an earlier in-place build\n", encoding="utf-8")
     return copy
 
 
@@ -154,7 +155,7 @@ def test_the_sdist_holds_the_tests_docs_and_examples_and_no_compiled_module(proj
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
     expected = {
         path.relative_to(project).as_posix()
-        for folder in ("backends", "tests", "docs", "examples", "scripts", "benchmarks")
+        for folder in ("src", "tests", "docs", "examples", "scripts", "benchmarks")
         for path in (project / folder).rglob("*")
         if path.is_file() and not path.name.endswith((".so", ".pyd")) and path.name != "_build_note.txt"
     }
@@ -307,10 +308,10 @@ def test_an_editable_build_puts_both_modules_beside_their_sources_and_a_failed_o
     sdist: Path, tmp_path: Path
 ) -> None:
     tree = unpacked(sdist, tmp_path / "unpacked")
-    other = [tree / (module + OTHER_SUFFIX) for module in MODULES]
+    other = [tree / "src" / (module + OTHER_SUFFIX) for module in MODULES]
     for path in other:
         path.write_bytes(b"another interpreter's")
-    in_place = [tree / (module + EXT_SUFFIX) for module in MODULES]
+    in_place = [tree / "src" / (module + EXT_SUFFIX) for module in MODULES]
 
     builds = itertools.count()
 
@@ -319,22 +320,22 @@ def test_an_editable_build_puts_both_modules_beside_their_sources_and_a_failed_o
         out = tmp_path / f"editable-{next(builds)}"
         output = run([sys.executable, "-c", EDITABLE, str(tree), str(out)], tree, **extra)
         [wheel] = out.iterdir()
-        engine = run([sys.executable, "-c", PROBE], tree)  # the tree's backends: the folder is sys.path[0]
-        assert engine.startswith(f"{tree / 'backends' / '__init__.py'}\n")
+        engine = run([sys.executable, "-c", PROBE], tree / "src")  # the tree's backends: src/ is sys.path[0]
+        assert engine.startswith(f"{tree / 'src' / 'backends' / '__init__.py'}\n")
         return wheel, output + engine
 
     wheel, output = editable()
     assert "-none-any" not in tags(wheel)
-    assert all(path.is_file() for path in in_place + other) and not (tree / NOTE).exists()
+    assert all(path.is_file() for path in in_place + other) and not (tree / "src" / NOTE).exists()
     assert output.endswith(f"{COMPILED}\n")
 
     wheel, output = editable(CFLAGS="-fbogus-flag-xyz")
     assert tags(wheel) == "py3-none-any"
     # this interpreter's modules, which it would import instead of the pure path, are gone
     assert [path for path in in_place if path.exists()] == [] and all(path.is_file() for path in other)
-    why = (tree / NOTE).read_text(encoding="utf-8").strip()
+    why = (tree / "src" / NOTE).read_text(encoding="utf-8").strip()
     assert why.startswith("the C compiler failed: ") and "-fbogus-flag-xyz" in why
     assert output.endswith(f"{NOT_BUILT}{why})\n")
 
     editable()
-    assert all(path.is_file() for path in in_place) and not (tree / NOTE).exists()
+    assert all(path.is_file() for path in in_place) and not (tree / "src" / NOTE).exists()
