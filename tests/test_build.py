@@ -243,7 +243,7 @@ def test_a_free_threaded_cpython_gets_the_pure_package_which_loads_no_extension_
     assert loaded.strip() == "[]"
 
 
-@pytest.mark.parametrize("source", ["backends/_engine/_speedups.c", "backends/sync/_speedups.c"])
+@pytest.mark.parametrize("source", ["src/backends/_engine/_speedups.c", "src/backends/sync/_speedups.c"])
 def test_the_c_sources_refuse_a_free_threaded_cpython(source: str) -> None:
     compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")[0]
     if sys.platform == "win32" or shutil.which(compiler) is None:
