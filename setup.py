@@ -9,34 +9,48 @@ Where they cannot be built (the C compiler fails, ``BACKENDS_BUILD_PURE_PYTHON=1
 free-threaded CPython), the build says why on stderr and builds without them (after a failed
 compile, the same command again): the pure-Python package, tagged ``py3-none-any``, which behaves
 the same (the pure path is the reference). All or nothing: never one of the two modules without
-the other. The reason is written into the package it builds, ``backends/_engine/_build_note.txt``,
+the other. The reason is written into the package it builds, ``src/backends/_engine/_build_note.txt``,
 which ``python -m backends`` reports while the accelerator is missing.
+
+Builds are reproducible: two builds of one commit, with ``SOURCE_DATE_EPOCH`` set to its time
+(``git log -1 --format=%ct``), give byte-identical files. The C compiler maps the source folder,
+which for a wheel built from the sdist is a new temporary one each time, to ``.`` in the
+modules' debug information (``-ffile-prefix-map``); the sdist is written sorted, owned by no one,
+its times clamped to ``SOURCE_DATE_EPOCH``, and with no time or name in its gzip header
+(setuptools' own sdist records the build's time). Wheels take their times from
+``SOURCE_DATE_EPOCH`` themselves.
 """
 
 from __future__ import annotations
 
+import gzip
 import os
 import platform
 import re
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
+from setuptools.command.sdist import sdist
 from setuptools.errors import CCompilerError, ExecError, PlatformError
 
 ROOT = Path(__file__).resolve().parent
+#: the folder that holds the package (the src layout)
+SOURCE = ROOT / "src"
 #: the accelerator: the engine's reads and scopes, and the sync layer's checks when nothing changed
 EXTENSIONS = [
-    Extension("backends._engine._speedups", ["backends/_engine/_speedups.c"]),
-    Extension("backends.sync._speedups", ["backends/sync/_speedups.c"]),
+    Extension("backends._engine._speedups", ["src/backends/_engine/_speedups.c"]),
+    Extension("backends.sync._speedups", ["src/backends/sync/_speedups.c"]),
 ]
-#: why the accelerator is missing, in the package (read by backends/_engine/accelerator.py)
+#: why the accelerator is missing, in the package (read by src/backends/_engine/accelerator.py)
 NOTE = Path("backends", "_engine", "_build_note.txt")
 VARIABLE = "BACKENDS_BUILD_PURE_PYTHON"
 #: why the first attempt failed, for the build without the accelerator that follows it
@@ -60,10 +74,10 @@ def why_not() -> str | None:
     return None
 
 
-def captured(call: Callable[[], None]) -> tuple[str, BaseException | None]:
+def captured(call: Callable[[], None], echo: bool = True) -> tuple[str, BaseException | None]:
     """Run ``call`` with this process's stdout and stderr (file descriptors 1 and 2, so the
     compiler's too) sent to a temporary file; return what was written, and the exception
-    raised, if any. The output is written to stderr afterwards, as it would have been."""
+    raised, if any. With ``echo``, the output is written to stderr afterwards, as it would have been."""
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
@@ -84,7 +98,8 @@ def captured(call: Callable[[], None]) -> tuple[str, BaseException | None]:
             os.close(saved[1])
         file.seek(0)
         output = file.read().decode(errors="replace")
-    sys.stderr.write(output)
+    if echo:
+        sys.stderr.write(output)
     return output, error
 
 
@@ -108,11 +123,74 @@ class optional_build_ext(build_ext):
     def build_extensions(self) -> None:
         # Windows hands a child process the console's own handles, not file descriptors 1 and 2:
         # there the compiler's output is not captured, and the reason is distutils' message.
-        output, error = captured(super().build_extensions)
+        output, error = captured(self._build_extensions_reproducibly)
         if isinstance(error, (CCompilerError, ExecError, PlatformError)):
             raise BuildFailed(f"the C compiler failed: {first_errors(output, error)}") from error
         if error is not None:
             raise error
+
+
+    def _build_extensions_reproducibly(self) -> None:
+        # GCC and clang: the source folder is "." in the debug information (GCC leaves the option
+        # itself out of the DW_AT_producer switches it records). A compiler without the option
+        # (GCC < 8, clang < 10) builds as before.
+        if self.compiler.compiler_type == "unix":
+            folders = dict.fromkeys([str(ROOT), os.getcwd()])
+            flags = [f"-ffile-prefix-map={folder}=." for folder in folders]
+            if self._compiler_accepts(flags):
+                for extension in self.extensions:
+                    extension.extra_compile_args = [*extension.extra_compile_args, *flags]
+        super().build_extensions()
+
+    def _compiler_accepts(self, flags: list[str]) -> bool:
+        """Whether the compiler compiles a one-line file with ``flags`` (its output is not shown:
+        an error here only means the flags are left out)."""
+        with tempfile.TemporaryDirectory() as folder:
+            source = Path(folder, "probe.c")
+            source.write_text("int probe;\n", encoding="utf-8")
+            _, error = captured(lambda: self.compiler.compile([str(source)], output_dir=folder, extra_postargs=flags),
+                                echo=False)  # fmt: skip
+        if error is not None and not isinstance(error, CCompilerError):
+            raise error
+        return error is None
+
+
+def normalized_tarball(path: str, folder: str) -> None:
+    """Write ``folder`` (relative, and everything in it) to the gzipped tarball ``path``: entries
+    sorted, owned by uid/gid 0 with no names, modes 0o755/0o644, times clamped to
+    ``SOURCE_DATE_EPOCH`` when it is set, and a gzip header with neither a time nor a name."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    clamp = int(epoch) if epoch else None
+    names = [folder]
+    for parent, folders, files in os.walk(folder):
+        names += [os.path.join(parent, name) for name in folders + files]
+
+    def normalized(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        info.mode = 0o755 if info.isdir() or info.mode & 0o100 else 0o644
+        info.mtime = int(info.mtime) if clamp is None else min(int(info.mtime), clamp)
+        return info
+
+    with (
+        open(path, "wb") as raw,
+        gzip.GzipFile("", "wb", 9, raw, mtime=clamp or 0) as zipped,
+        tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for name in sorted(names):
+            tar.add(name, recursive=False, filter=normalized)
+
+
+class reproducible_sdist(sdist):
+    """setuptools' ``sdist``, with its ``.tar.gz`` written by ``normalized_tarball``."""
+
+    def make_archive(
+        self, base_name: str, format: str, root_dir: str | None = None, base_dir: str | None = None, **owner: Any
+    ) -> str:
+        if format != "gztar" or root_dir is not None or base_dir is None:
+            return str(super().make_archive(base_name, format, root_dir, base_dir, **owner))
+        normalized_tarball(base_name + ".tar.gz", base_dir)
+        return base_name + ".tar.gz"
 
 
 def recording_build_py(reason: str | None) -> type[build_py]:
@@ -123,7 +201,7 @@ def recording_build_py(reason: str | None) -> type[build_py]:
 
     class recording_build_py(build_py):
         def run(self) -> None:
-            package = ROOT if self.editable_mode else Path(self.build_lib)
+            package = SOURCE if self.editable_mode else Path(self.build_lib)
             (package / NOTE).unlink(missing_ok=True)
             if reason is not None:
                 print(f"backends: building the pure-Python package: {reason}", file=sys.stderr)
@@ -133,7 +211,7 @@ def recording_build_py(reason: str | None) -> type[build_py]:
                     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
                     for extension in EXTENSIONS:
                         *folders, name = extension.name.split(".")
-                        stale = ROOT.joinpath(*folders, name + suffix)
+                        stale = SOURCE.joinpath(*folders, name + suffix)
                         try:
                             stale.unlink(missing_ok=True)
                         except OSError as error:  # Windows: a running interpreter has it loaded
@@ -147,7 +225,11 @@ def run_setup(reason: str | None) -> None:
     """``setup()`` with the accelerator (``reason`` is ``None``) or without it, saying why not."""
     setup(
         ext_modules=EXTENSIONS if reason is None else [],
-        cmdclass={"build_ext": optional_build_ext, "build_py": recording_build_py(reason)},
+        cmdclass={
+            "build_ext": optional_build_ext,
+            "build_py": recording_build_py(reason),
+            "sdist": reproducible_sdist,
+        },
     )
 
 

@@ -140,16 +140,11 @@ def _decorate(factory: Callable[[], Any], fn: Callable[[], Any]) -> Callable[[],
         return None
 
 
-# decimal.localcontext(prec=5) is Python 3.11+; on 3.10 the same scope takes a Context built first.
-DECIMAL_SCOPE = (
-    "decimal.localcontext(prec=5)" if sys.version_info >= (3, 11) else "decimal.localcontext(decimal.Context(prec=5))"
-)
+DECIMAL_SCOPE = "decimal.localcontext(prec=5)"
 
 
 def decimal_scope() -> Any:
-    if sys.version_info >= (3, 11):
-        return decimal.localcontext(prec=5)
-    return decimal.localcontext(decimal.Context(prec=5))
+    return decimal.localcontext(prec=5)
 
 
 def time_rows(quick: bool, torch: Any, np: Any, jax: Any, notes: dict[str, str]) -> list[Row]:
@@ -677,13 +672,13 @@ def write_docs(out: Path, table: list[str], verdicts: list[Target], path: str, h
         "",
         "Two engines give the same behaviour: the pure-Python one (the reference, always there) and a",
         "compiled C accelerator that `pip install` builds where a C compiler works",
-        "(`backends/_engine/_speedups.c`: flag reads, scope entry and exit, `flags(one_keyword=bool)`;",
-        "`backends/sync/_speedups.c`: `sync()`, the asyncio task step and the cuBLAS check when nothing",
+        "(`src/backends/_engine/_speedups.c`: flag reads, scope entry and exit, `flags(one_keyword=bool)`;",
+        "`src/backends/sync/_speedups.c`: `sync()`, the asyncio task step and the cuBLAS check when nothing",
         "changed). Each hands every case but the common one to the pure code. `BACKENDS_PURE_PYTHON=1`",
         "selects the pure engine (rerun this script with it to compare), and `python -m backends` says",
         "which one is in use. CI runs the whole test suite on both.",
         "",
-        f"- Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
+        f"- Date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
         f"- Machine: {machine()}",
         f"- Engine: {path} (`backends._engine.ACCELERATED`)",
         f"- Versions: {header}",

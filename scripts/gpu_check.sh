@@ -168,7 +168,7 @@ main() {
     settings+=("frontends=${frontends[*]:-none}")
 
     stage "the environment this interpreter gives"
-    export PYTHONPATH="$ROOT:$site${PYTHONPATH:+:$PYTHONPATH}"
+    export PYTHONPATH="$ROOT/src:$ROOT:$site${PYTHONPATH:+:$PYTHONPATH}"  # the package (src layout), the tests
     "$PY" "$ROOT/scripts/gpu_check_report.py" probe --site "$site" --json "$WORK/environment.json" \
         --shell "$WORK/environment.sh" || die "the environment probe failed"
     local library_path=""
@@ -196,7 +196,7 @@ main() {
         fi
     fi
     engine=$("$PY" -c 'import backends._engine.accelerator as a; print("compiled" if a.ACCELERATED else "pure: " + a.reason)') ||
-        die "backends does not import from $ROOT"
+        die "backends does not import from $ROOT/src"
     settings+=("engine=$engine")
     timeout 120 "$PY" -m backends || fail "python -m backends failed"
 

@@ -19,7 +19,7 @@ VARIABLE = "SCOPED_BACKENDS_DEV_TOOLS"
 MARK = "(pip install --group "
 EXTRA_MARK = "(pip install 'scoped-backends["
 #: CPython versions that ray 2.60's wheels are built for (Linux, macOS and Windows alike).
-RAY_WHEEL_PYTHONS = ((3, 10), (3, 11), (3, 12), (3, 13))
+RAY_WHEEL_PYTHONS = ((3, 11), (3, 12), (3, 13), (3, 14))
 
 
 def ray_has_a_wheel_here() -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextvars
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -35,6 +37,15 @@ def state() -> list[tuple[str, object, str]]:
     return [(row.name, (type(row.value), row.value), row.source) for row in backends.describe()]
 
 
+def new_thread(target: Callable[[], object]) -> threading.Thread:
+    """A thread that starts in an empty context, as every new thread does unless Python 3.14's
+    ``-X thread_inherit_context`` (on by default in free-threaded builds) copies the context of
+    the code that starts it: "another thread" with only the process defaults, on every build."""
+    if sys.version_info >= (3, 14):
+        return threading.Thread(target=target, context=contextvars.Context())
+    return threading.Thread(target=target)
+
+
 def run_threads(*targets: Callable[[], object], unblock: Iterable[threading.Barrier | threading.Event] = ()) -> None:
     """Run each target in its own thread and wait for all; re-raise the first error.
 
@@ -58,7 +69,7 @@ def run_threads(*targets: Callable[[], object], unblock: Iterable[threading.Barr
 
         return body
 
-    threads = [threading.Thread(target=guarded(target)) for target in targets]
+    threads = [new_thread(guarded(target)) for target in targets]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -26,6 +26,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+#: the C modules and the build note, as paths in a wheel (in the source tree: under src/)
 MODULES = ("backends/_engine/_speedups", "backends/sync/_speedups")
 NOTE = "backends/_engine/_build_note.txt"
 #: a compiled module of another interpreter, as an editable install there leaves it
@@ -134,8 +135,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(ROOT, copy, ignore=_copy_ignored)
     for module in MODULES:
         for suffix in (EXT_SUFFIX, OTHER_SUFFIX):
-            (copy / (module + suffix)).write_bytes(b"left by an earlier in-place build")
-    (copy / NOTE).write_text("a note left by an earlier in-place build\n", encoding="utf-8")
+            (copy / "src" / (module + suffix)).write_bytes(b"left by an earlier in-place build")
+    (copy / "src" / NOTE).write_text("a note left by an earlier in-place build\n", encoding="utf-8")
     return copy
 
 
@@ -154,7 +155,7 @@ def test_the_sdist_holds_the_tests_docs_and_examples_and_no_compiled_module(proj
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
     expected = {
         path.relative_to(project).as_posix()
-        for folder in ("backends", "tests", "docs", "examples", "scripts", "benchmarks")
+        for folder in ("src", "tests", "docs", "examples", "scripts", "benchmarks")
         for path in (project / folder).rglob("*")
         if path.is_file() and not path.name.endswith((".so", ".pyd")) and path.name != "_build_note.txt"
     }
@@ -207,6 +208,85 @@ def test_cc_is_the_compiler_and_one_that_does_not_run_gives_the_pure_package_nam
     assert report(wheel, tmp_path)[1].endswith(f"engine: {NOT_BUILT}{why})")
 
 
+#: makes this interpreter's build see a free-threaded CPython (Py_GIL_DISABLED) when on PYTHONPATH
+FREE_THREADED_BUILD = """\
+import sysconfig
+_get_config_var = sysconfig.get_config_var
+sysconfig.get_config_var = lambda name: 1 if name == "Py_GIL_DISABLED" else _get_config_var(name)
+"""
+#: the extension modules of this project that ``import backends`` and its integrations loaded
+LOADED_EXTENSIONS = (
+    "import sys, importlib.machinery, backends, backends.integrations.asyncio, backends.integrations.executors; "
+    "print([name for name, module in sys.modules.items() if name.startswith('backends') and "
+    "(getattr(module, '__file__', None) or '').endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))])"
+)
+
+
+def test_a_free_threaded_cpython_gets_the_pure_package_which_loads_no_extension_module(
+    sdist: Path, tmp_path: Path
+) -> None:
+    """What keeps the GIL off on 3.14t/3.15t (no free-threaded CPython here: setup.py is shown
+    one): the build makes the pure package and says why, and importing it loads no extension
+    module of this project, which is what would turn the GIL back on."""
+    (tmp_path / "free-threaded").mkdir()
+    (tmp_path / "free-threaded" / "sitecustomize.py").write_text(FREE_THREADED_BUILD, encoding="utf-8")
+    wheel, output = wheel_from(sdist, tmp_path, PYTHONPATH=str(tmp_path / "free-threaded"))
+    assert tags(wheel) == "py3-none-any"
+    assert compiled_modules(members(wheel)) == []
+    why = "a free-threaded CPython (the accelerator relies on the GIL)"
+    assert note_of(wheel) == why
+    assert f"backends: building the pure-Python package: {why}" in output
+    found, first = report(wheel, tmp_path)
+    assert Path(found).is_relative_to(tmp_path / "site")
+    assert first.endswith(f"engine: {NOT_BUILT}{why})")
+    loaded = run([sys.executable, "-c", LOADED_EXTENSIONS], tmp_path, PYTHONPATH=str(tmp_path / "site"))
+    assert loaded.strip() == "[]"
+
+
+@pytest.mark.parametrize("source", ["src/backends/_engine/_speedups.c", "src/backends/sync/_speedups.c"])
+def test_the_c_sources_refuse_a_free_threaded_cpython(source: str) -> None:
+    compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")[0]
+    if sys.platform == "win32" or shutil.which(compiler) is None:
+        pytest.skip(f"no Unix C compiler here ({compiler})")
+    include = sysconfig.get_paths()["include"]
+    done = subprocess.run([compiler, "-fsyntax-only", "-DPy_GIL_DISABLED=1", f"-I{include}", str(ROOT / source)],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode != 0
+    assert "relies on the GIL: a free-threaded CPython uses the pure-Python" in done.stderr
+
+
+#: a commit time (2026-12-01 00:00 UTC), as SOURCE_DATE_EPOCH
+EPOCH = 1_796_083_200
+
+
+def test_two_builds_of_one_tree_give_the_same_bytes_whatever_the_files_times_and_build_folders(
+    project: Path, tmp_path: Path
+) -> None:
+    """With SOURCE_DATE_EPOCH set, the sdist (sorted, owned by no one, times clamped, no time or name
+    in its gzip header) and a wheel built from it in another folder each time (the C modules' debug
+    information names the folder ``.``) are byte-identical the second time, although every file of
+    the tree was touched in between."""
+    first = build(project, tmp_path / "sdist-1", "sdist", SOURCE_DATE_EPOCH=str(EPOCH))[0]
+    for path in project.rglob("*"):
+        os.utime(path, (EPOCH + 86_400, EPOCH + 86_400))  # a day after the commit: clamped to it
+    second = build(project, tmp_path / "sdist-2", "sdist", SOURCE_DATE_EPOCH=str(EPOCH))[0]
+    assert first.read_bytes() == second.read_bytes()
+    header = first.read_bytes()[:10]
+    assert int.from_bytes(header[4:8], "little") == EPOCH and header[3] & 0x08 == 0  # mtime, no FNAME
+    with tarfile.open(first) as archive:
+        entries = archive.getmembers()
+    assert [e.name for e in entries] == sorted(e.name for e in entries)
+    assert {(e.uid, e.gid, e.uname, e.gname) for e in entries} == {(0, 0, "", "")}
+    assert {e.mtime for e in entries} == {EPOCH}
+    assert {oct(e.mode) for e in entries} <= {"0o644", "0o755"}
+    wheels = [
+        build(unpacked(first, tmp_path / name / "unpacked"), tmp_path / name / "wheel", "wheel",
+              SOURCE_DATE_EPOCH=str(EPOCH))[0]
+        for name in ("in-one-folder", "in-another")
+    ]  # fmt: skip
+    assert wheels[0].read_bytes() == wheels[1].read_bytes(), "the wheels differ: only their build folders did"
+
+
 def test_backends_build_pure_python_gives_the_pure_package_and_no_module_left_in_the_tree(
     project: Path, tmp_path: Path
 ) -> None:
@@ -228,10 +308,10 @@ def test_an_editable_build_puts_both_modules_beside_their_sources_and_a_failed_o
     sdist: Path, tmp_path: Path
 ) -> None:
     tree = unpacked(sdist, tmp_path / "unpacked")
-    other = [tree / (module + OTHER_SUFFIX) for module in MODULES]
+    other = [tree / "src" / (module + OTHER_SUFFIX) for module in MODULES]
     for path in other:
         path.write_bytes(b"another interpreter's")
-    in_place = [tree / (module + EXT_SUFFIX) for module in MODULES]
+    in_place = [tree / "src" / (module + EXT_SUFFIX) for module in MODULES]
 
     builds = itertools.count()
 
@@ -240,22 +320,22 @@ def test_an_editable_build_puts_both_modules_beside_their_sources_and_a_failed_o
         out = tmp_path / f"editable-{next(builds)}"
         output = run([sys.executable, "-c", EDITABLE, str(tree), str(out)], tree, **extra)
         [wheel] = out.iterdir()
-        engine = run([sys.executable, "-c", PROBE], tree)  # the tree's backends: the folder is sys.path[0]
-        assert engine.startswith(f"{tree / 'backends' / '__init__.py'}\n")
+        engine = run([sys.executable, "-c", PROBE], tree / "src")  # the tree's backends: src/ is sys.path[0]
+        assert engine.startswith(f"{tree / 'src' / 'backends' / '__init__.py'}\n")
         return wheel, output + engine
 
     wheel, output = editable()
     assert "-none-any" not in tags(wheel)
-    assert all(path.is_file() for path in in_place + other) and not (tree / NOTE).exists()
+    assert all(path.is_file() for path in in_place + other) and not (tree / "src" / NOTE).exists()
     assert output.endswith(f"{COMPILED}\n")
 
     wheel, output = editable(CFLAGS="-fbogus-flag-xyz")
     assert tags(wheel) == "py3-none-any"
     # this interpreter's modules, which it would import instead of the pure path, are gone
     assert [path for path in in_place if path.exists()] == [] and all(path.is_file() for path in other)
-    why = (tree / NOTE).read_text(encoding="utf-8").strip()
+    why = (tree / "src" / NOTE).read_text(encoding="utf-8").strip()
     assert why.startswith("the C compiler failed: ") and "-fbogus-flag-xyz" in why
     assert output.endswith(f"{NOT_BUILT}{why})\n")
 
     editable()
-    assert all(path.is_file() for path in in_place) and not (tree / NOTE).exists()
+    assert all(path.is_file() for path in in_place) and not (tree / "src" / NOTE).exists()

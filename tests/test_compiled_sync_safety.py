@@ -349,7 +349,7 @@ def test_a_sub_interpreter_gets_its_own_compiled_sync_layer() -> None:
                 return interpreters.create(kind)
             if sys.version_info >= (3, 12):
                 return interpreters.create(isolated=(kind == "isolated"))
-            return interpreters.create()  # 3.10, 3.11: shares the main interpreter's GIL
+            return interpreters.create()  # 3.11: shares the main interpreter's GIL
 
         def run(interp, code):
             if sys.version_info >= (3, 13):
@@ -635,14 +635,13 @@ FRAMES = probe("""
 
 @ENGINES
 def test_the_steppers_frame_in_tracebacks_and_stacks(engine: str) -> None:
-    # The compiled stepper has no frame. The pure one drops its own from what propagates where
-    # Python lets it (3.11+), and cannot leave a running task's stack (its docstring says so).
-    shown = engine == "pure" and sys.version_info < (3, 11)
+    # The compiled stepper has no frame. The pure one drops its own from what propagates, and
+    # cannot leave a running task's stack (its docstring says so).
     assert run_python(FRAMES, engine).splitlines() == [
-        f"traceback {['__next__'] if shown else []}",
-        f"failed get_stack {['__next__'] if shown else []}",
-        f"failed print_stack {shown}",
+        "traceback []",
+        "failed get_stack []",
+        "failed print_stack False",
         "suspended get_stack ['suspended']",
-        "cancelled []",  # (3.10 raises a new CancelledError from the Task, without the coroutine's frames)
+        "cancelled []",
         f"running get_stack {['__next__', 'running'] if engine == 'pure' else ['_run', 'running']}",
     ]

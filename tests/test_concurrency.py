@@ -19,10 +19,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import gc
 import inspect
 import io
 import multiprocessing
+import sys
 import threading
 import types
 from collections.abc import Awaitable, Callable, Iterator
@@ -129,11 +131,29 @@ def run_anyio(backend: str) -> Callable[[ModuleType, bool], list[Seen]]:
     return run
 
 
+def run_anyio_trio_adding_the_instrument(cupy: ModuleType, synced: bool) -> list[Seen]:
+    """anyio on trio with the instrument added by ``main`` itself: the way for anyio before 4.14,
+    which drops ``backend_options`` on trio."""
+    seen: list[Seen] = []
+    task = make_task(cupy, lambda: anyio.sleep(0), seen)
+
+    async def main() -> None:
+        if synced:
+            trio.lowlevel.add_instrument(backends.trio.Instrument())
+        async with anyio.create_task_group() as group:
+            for i in range(TASKS):
+                group.start_soon(task, i % 2 == 0)
+
+    anyio.run(main, backend="trio")
+    return seen
+
+
 RUNNERS = {
     "asyncio": run_asyncio,
     "trio": run_trio,
     "anyio-asyncio": run_anyio("asyncio"),
     "anyio-trio": run_anyio("trio"),
+    "anyio-trio-add_instrument": run_anyio_trio_adding_the_instrument,
 }
 
 
@@ -297,7 +317,7 @@ def test_synced_tasks_stay_introspectable(sync_calls: list[bool]) -> None:
 
 @types.coroutine
 def generator_based(steps: int) -> Any:
-    """A ``types.coroutine`` generator: asyncio accepts it as a coroutine (3.10, 3.11) or
+    """A ``types.coroutine`` generator: asyncio accepts it as a coroutine (3.11) or
     as an awaitable (``ensure_future``, every version)."""
     for _ in range(steps):
         yield  # a bare yield: the task steps again at the next loop iteration
@@ -495,9 +515,12 @@ def test_thread_pool_executor_map_carries_the_context() -> None:
 
 
 def test_plain_thread_pool_executor_loses_the_context() -> None:
+    # Under 3.14's -X thread_inherit_context each worker thread keeps a copy of the context of
+    # the submit() that started it (here: inside the scope), not of each later submit().
+    inherited = bool(getattr(sys.flags, "thread_inherit_context", False))
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as plain, cudnn.flags(benchmark=True):
-        assert plain.submit(read_benchmark).result() is False
-        assert list(plain.map(tag_with_flags, range(2))) == [(0, False, False), (1, False, False)]
+        assert plain.submit(read_benchmark).result() is inherited
+        assert list(plain.map(tag_with_flags, range(2))) == [(0, inherited, False), (1, inherited, False)]
         assert plain.submit(backends.bind(read_benchmark)).result() is True
 
 
@@ -543,9 +566,24 @@ def test_thread_carries_its_creators_context() -> None:
     assert results == {
         "created and started inside": True,
         "created inside, started outside": True,  # the copy is taken when the object is made
-        "plain threading.Thread": False,
+        # 3.14's -X thread_inherit_context (the default on free-threaded builds): a plain
+        # Thread runs in a copy of the context of the code that calls start()
+        "plain threading.Thread": bool(getattr(sys.flags, "thread_inherit_context", False)),
     }
     assert isinstance(inside, threading.Thread)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="threading.Thread(context=...) is new in Python 3.14")
+def test_a_context_given_to_the_thread_is_used_as_given() -> None:
+    seen: list[bool] = []
+    given = contextvars.Context()  # an empty context: the process defaults
+    with cudnn.flags(benchmark=True):
+        thread = backends.Thread(target=lambda: seen.append(cudnn.benchmark), context=given)
+        none_given = backends.Thread(target=lambda: seen.append(cudnn.benchmark), context=None)
+    for t in (thread, none_given):
+        t.start()
+        t.join()
+    assert seen == [False, True]  # context=None: not given, the creator's copy
 
 
 def test_thread_subclass_that_overrides_run_carries_the_context() -> None:
@@ -566,13 +604,19 @@ def test_thread_subclass_that_overrides_run_carries_the_context() -> None:
 
 
 def test_run_in_executor_keeps_the_calling_tasks_flags() -> None:
+    # The plain executor's one worker thread starts outside any scope: its own context has no
+    # override, with or without 3.14's -X thread_inherit_context (which copies the context of the
+    # code that starts a thread, the default on free-threaded builds).
+    plain = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    plain.submit(flag_values, "cuda.matmul.allow_tf32").result()
+
     async def request(tf32: bool) -> tuple[bool, bool, bool, bool]:
         loop = asyncio.get_running_loop()
         read = flag_values
         with backends.cuda.matmul.tf32(tf32):
             await asyncio.sleep(0)
             (ours,) = await backends.run_in_executor(None, read, "cuda.matmul.allow_tf32")
-            (stdlib,) = await loop.run_in_executor(None, read, "cuda.matmul.allow_tf32")
+            (stdlib,) = await loop.run_in_executor(plain, read, "cuda.matmul.allow_tf32")
             with backends.ThreadPoolExecutor(max_workers=1) as pool:
                 (via_pool,) = await loop.run_in_executor(pool, read, "cuda.matmul.allow_tf32")
             (to_thread,) = await asyncio.to_thread(read, "cuda.matmul.allow_tf32")
@@ -581,7 +625,9 @@ def test_run_in_executor_keeps_the_calling_tasks_flags() -> None:
     async def main() -> list[tuple[bool, bool, bool, bool]]:
         return await asyncio.gather(*(request(i % 2 == 0) for i in range(8)))
 
-    for i, (ours, stdlib, via_pool, to_thread) in enumerate(asyncio.run(main())):
+    with plain:
+        results = asyncio.run(main())
+    for i, (ours, stdlib, via_pool, to_thread) in enumerate(results):
         assert ours is (i % 2 == 0)
         assert stdlib is False  # loop.run_in_executor: the worker thread's own context
         assert via_pool is (i % 2 == 0)  # loop.run_in_executor with a backends.ThreadPoolExecutor

@@ -33,13 +33,13 @@ PACKAGE_ROOT = str(Path(backends.__file__).resolve().parent.parent)
 
 #: (module of test.test_asyncio, first Python that has it or for which it is selected)
 SELECTION = [
-    ("test_tasks", (3, 10)),
+    ("test_tasks", (3, 11)),
     ("test_taskgroups", (3, 11)),
     ("test_timeouts", (3, 11)),
-    ("test_futures", (3, 10)),
-    ("test_context", (3, 10)),
-    ("test_runners", (3, 10)),
-    ("test_waitfor", (3, 10)),
+    ("test_futures", (3, 11)),
+    ("test_context", (3, 11)),
+    ("test_runners", (3, 11)),
+    ("test_waitfor", (3, 11)),
     ("test_eager_task_factory", (3, 12)),
     ("test_staggered", (3, 13)),
 ]

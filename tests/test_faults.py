@@ -29,6 +29,7 @@ import pytest
 
 import backends
 from backends._engine import state as engine
+from tests._helpers import new_thread
 
 cudnn, matmul = backends.cudnn, backends.cuda.matmul
 Rows = dict[str, tuple[type, object, str]]
@@ -351,7 +352,6 @@ def test_task_cancelled_inside_a_decorated_coroutine_restores_its_flags(start: R
     assert_clean(start)
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout() is new in Python 3.11")
 def test_timeout_cancelling_a_task_inside_scopes_restores_its_flags(start: Rows) -> None:
     async def main() -> list[object]:
         seen: list[object] = []
@@ -860,7 +860,7 @@ def test_exit_in_a_copied_context_or_another_thread_is_refused_and_changes_nothi
 
     # another thread has nothing entered at all
     errors: list[str] = []
-    thread = threading.Thread(target=lambda: errors.append(exit_refusal(scope)))
+    thread = new_thread(lambda: errors.append(exit_refusal(scope)))
     thread.start()
     thread.join()
     assert re.search(rf"cannot exit {re.escape(repr(scope))}: it is not active in this context", errors[0])

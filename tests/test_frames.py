@@ -271,6 +271,7 @@ class _Shadow(tuple):  # type: ignore[type-arg]
     "junk",
     [None, 5, (), ("x",), "memo", lambda scope, below: (below, _Shadow(scope._memo[1])),
      lambda scope, below: (below, list(scope._memo[1])), lambda scope, below: (below, (*scope._memo[1], None))],
+    ids=["none", "int", "empty-tuple", "one-item", "memo", "shadowed-values", "values-as-list", "values-too-long"],
 )  # fmt: skip
 def test_a_last_merge_replaced_by_hand_is_used_as_the_reference_engine_uses_it(junk: object) -> None:
     """A scope's ``_memo`` set by hand to anything (private API): entering the scope over the values

@@ -16,6 +16,7 @@ Bounded: every request has a timeout, and the slowest test sends one product of 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import importlib.util
 import json
@@ -238,6 +239,11 @@ HOSTILE = [
     Hostile("float32-overflow", b'{"a": [[1e308]], "b": [[1e308]]}', 422, "non_finite_result"),
     Hostile("deep-arrays", b"[" * 100_000, 422, "too_deep"),
     Hostile("deep-objects", b'{"a":' * 50_000, 422, "too_deep"),
+    # Valid JSON that 3.14's json parses (it measures the C stack, not a recursion count): the
+    # server's own limit answers, the same on every Python.
+    Hostile("deep-objects-closed", b'{"a":' * 50_000 + b"1" + b"}" * 50_000, 422, "too_deep"),
+    Hostile("513-deep", b'{"a": ' + b"[" * 512 + b"]" * 512 + b', "b": [[1]]}', 422, "too_deep"),
+    Hostile("brackets-in-strings", b'{"a": [["' + b"[" * 5000 + b'"]], "b": [[1]]}', 422, "wrong_type", "a[0][0]"),
     Hostile("terabyte-product", {"seed": 1, "shape": [1_000_000, 1, 1_000_000]}, 422, "too_large", "shape"),
     Hostile("1e8-element-product", {"seed": 1, "shape": [10_000, 1, 10_000]}, 422, "too_large", "shape"),
     Hostile("input-over-the-limit", {"seed": 1, "shape": [MAX_ELEMENTS + 1, 1, 1]}, 422, "too_large", "shape"),
@@ -490,14 +496,20 @@ def test_run_in_threadpool_carries_the_request_flags_and_run_in_executor_does_no
     job = app.parse_body(b'{"seed": 1, "shape": [2, 2, 2], "precision": "tf32", "deterministic": true}', 100)
     backend = app.choose_backend("numpy")
 
+    # an executor whose one worker thread starts outside any scope (with 3.14's thread_inherit_context
+    # a thread started inside the request's scope would keep a copy of it)
+    executor = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    executor.submit(app.compute, job, backend).result()
+
     async def request() -> tuple[dict[str, object], dict[str, object]]:
         loop = asyncio.get_running_loop()
         with app.request_scope(job.options):  # as the handler does, in the request's task
             _, pooled = await run_in_threadpool(app.compute, job, backend)
-            _, executed = await loop.run_in_executor(None, app.compute, job, backend)
+            _, executed = await loop.run_in_executor(executor, app.compute, job, backend)
         return pooled, executed
 
-    pooled, executed = asyncio.run(request())
+    with executor:
+        pooled, executed = asyncio.run(request())
     assert pooled == _expected_flags(job.options)  # the worker thread saw the request's scope
     assert pooled["cuda.matmul.allow_tf32"] is True and pooled["cudnn.deterministic"] is True
     assert executed == backends.snapshot().to_dict()  # the executor's thread saw only the process defaults

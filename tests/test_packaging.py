@@ -5,17 +5,12 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from tests._helpers import PACKAGE
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    tomllib = pytest.importorskip("tomli", reason="Python 3.10 reads pyproject.toml with tomli")
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO = "https://github.com/backends-dev/backends"
@@ -36,7 +31,7 @@ def test_the_distribution_is_scoped_backends_and_the_package_is_backends(project
 
 def test_the_urls_point_at_the_repository(project: dict) -> None:
     assert project["project"]["urls"] == {
-        "Documentation": f"{REPO}/tree/main/docs",
+        "Documentation": "https://backends-dev.github.io/backends/",
         "Source": REPO,
         "Issues": f"{REPO}/issues",
         "Changelog": f"{REPO}/blob/main/CHANGELOG.md",
@@ -50,10 +45,10 @@ def test_the_classifiers(project: dict) -> None:
         "Operating System :: OS Independent",
         "Programming Language :: Python :: 3 :: Only",
         "Typing :: Typed",
-        *(f"Programming Language :: Python :: 3.{minor}" for minor in range(10, 14)),
+        *(f"Programming Language :: Python :: 3.{minor}" for minor in range(11, 16)),
     ):
         assert expected in classifiers
-    assert project["project"]["requires-python"] == ">=3.10"
+    assert project["project"]["requires-python"] == ">=3.11"
     # The license is an SPDX expression (PEP 639), which supersedes license classifiers.
     assert project["project"]["license"] == "MIT"
     assert not [c for c in classifiers if c.startswith("License ::")]

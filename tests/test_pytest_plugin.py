@@ -108,6 +108,8 @@ def test_marker_on_function_class_and_module_nearer_wins_flag_by_flag(pytester: 
     pytester.makepyfile(
         test_markers=_source(
             """
+            import contextvars
+            import sys
             import threading
 
             import pytest
@@ -115,6 +117,8 @@ def test_marker_on_function_class_and_module_nearer_wins_flag_by_flag(pytester: 
             import backends
 
             pytestmark = pytest.mark.backends({"cudnn.deterministic": True, "cudnn.benchmark_limit": 3})
+            # an empty context, as a new thread has unless 3.14's thread_inherit_context copies ours
+            EMPTY = (lambda: {"context": contextvars.Context()}) if sys.version_info >= (3, 14) else dict
 
 
             @pytest.fixture(scope="module")
@@ -134,7 +138,7 @@ def test_marker_on_function_class_and_module_nearer_wins_flag_by_flag(pytester: 
                 assert backends.cudnn.benchmark is False
                 # a scope, not a process default: a plain thread (no context) reads the defaults
                 seen = []
-                thread = threading.Thread(target=lambda: seen.append(backends.cudnn.deterministic))
+                thread = threading.Thread(target=lambda: seen.append(backends.cudnn.deterministic), **EMPTY())
                 thread.start()
                 thread.join()
                 assert seen == [False]
@@ -236,14 +240,19 @@ def test_backends_flags_fixture(pytester: pytest.Pytester) -> None:
         test_fixture=_suite(
             """
 
+            import contextvars
+            import sys
             import threading
 
             import pytest
 
+            # an empty context, as a new thread has unless 3.14's thread_inherit_context copies ours
+            EMPTY = (lambda: {"context": contextvars.Context()}) if sys.version_info >= (3, 14) else dict
+
 
             def read_in_plain_thread(read):
                 seen = []
-                thread = threading.Thread(target=lambda: seen.append(read()))
+                thread = threading.Thread(target=lambda: seen.append(read()), **EMPTY())
                 thread.start()
                 thread.join()
                 return seen[0]
@@ -1253,14 +1262,19 @@ def test_backends_flags_takes_attribute_assignment(pytester: pytest.Pytester) ->
         test_attributes=_suite(
             """
 
+            import contextvars
+            import sys
             import threading
 
             import pytest
 
+            # an empty context, as a new thread has unless 3.14's thread_inherit_context copies ours
+            EMPTY = (lambda: {"context": contextvars.Context()}) if sys.version_info >= (3, 14) else dict
+
 
             def in_plain_thread(read):
                 seen = []
-                thread = threading.Thread(target=lambda: seen.append(read()))
+                thread = threading.Thread(target=lambda: seen.append(read()), **EMPTY())
                 thread.start()
                 thread.join()
                 return seen[0]

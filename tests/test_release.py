@@ -10,17 +10,13 @@ import re
 import subprocess
 import sys
 import sysconfig
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import backends
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    tomllib = pytest.importorskip("tomli", reason="Python 3.10 reads pyproject.toml with tomli")
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -35,7 +31,7 @@ def project() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def supported(project: dict[str, Any]) -> list[str]:
-    """The Python versions the classifiers name, in order: ["3.10", ..., "3.13"]."""
+    """The Python versions the classifiers name, in order: ["3.11", ..., "3.15"]."""
     prefix = "Programming Language :: Python :: "
     versions = [
         c[len(prefix) :] for c in project["project"]["classifiers"] if re.fullmatch(r"3\.\d+", c[len(prefix) :])
@@ -72,6 +68,44 @@ def uses(job: dict[str, Any]) -> list[str]:
     return [step["uses"] for step in steps(job) if "uses" in step]
 
 
+def action(job: dict[str, Any], name: str) -> dict[str, Any]:
+    """The one step of ``job`` that uses the action ``name`` (``actions/setup-python``)."""
+    [step] = [step for step in steps(job) if step.get("uses", "").split("@")[0] == name]
+    return step
+
+
+WORKFLOW_FILES = ["tests.yml", "wheels.yml", "docs.yml"]
+#: an action pinned to a commit, with the release it is in a comment: `owner/repo@<40 hex> # v1.2.3`
+PINNED = re.compile(r"^\s*-?\s*uses:\s*([\w.-]+/[\w./-]+)@([0-9a-f]{40}) # v\d+\.\d+\.\d+$")
+
+
+def test_every_action_is_pinned_to_a_commit_with_its_release_named() -> None:
+    for name in WORKFLOW_FILES:
+        lines = [line for line in source(WORKFLOWS / name).read_text(encoding="utf-8").splitlines() if "uses:" in line]
+        assert lines, name
+        unpinned = [line.strip() for line in lines if not PINNED.match(line)]
+        assert unpinned == [], name
+        # one commit per action across the workflows, as Dependabot moves them together
+    pins: dict[str, set[str]] = {}
+    for name in WORKFLOW_FILES:
+        for line in source(WORKFLOWS / name).read_text(encoding="utf-8").splitlines():
+            if match := PINNED.match(line):
+                pins.setdefault(match[1], set()).add(match[2])
+    assert {action: commits for action, commits in pins.items() if len(commits) > 1} == {}
+
+
+def test_dependabot_keeps_the_actions_and_the_python_requirements_current() -> None:
+    yaml = pytest.importorskip("yaml", reason="PyYAML not installed (pip install --group release)")
+    config = yaml.safe_load(source(ROOT / ".github" / "dependabot.yml").read_text(encoding="utf-8"))
+    assert config["version"] == 2
+    updates = {update["package-ecosystem"]: update for update in config["updates"]}
+    assert set(updates) == {"github-actions", "pip"}
+    for update in updates.values():
+        assert update["directory"] == "/"
+        assert update["groups"], update  # one pull request per ecosystem
+        assert update["cooldown"]["default-days"] >= 7
+
+
 # -- .github/workflows/tests.yml ------------------------------------------------------------------
 def test_the_test_matrix_is_every_supported_python_on_every_os_on_both_engines(supported: list[str]) -> None:
     job = load_workflow("tests.yml")["jobs"]["tests"]
@@ -84,8 +118,24 @@ def test_the_test_matrix_is_every_supported_python_on_every_os_on_both_engines(s
     run = commands(job)
     assert "e.ACCELERATED == ('${{ matrix.engine }}' == 'compiled')" in run
     assert run.index("ACCELERATED") < run.index("python -m pytest")
-    setup = next(step for step in steps(job) if step.get("uses", "").startswith("actions/setup-python@"))
+    setup = action(job, "actions/setup-python")
     assert setup["with"]["python-version"] == "${{ matrix.python }}"
+    # a version's release candidate until its first release is on the runners' list
+    assert setup["with"]["allow-prereleases"] is True
+    # Ray has no wheel for 3.15: the extras there leave it out, and its tests skip saying so
+    install = next(step["run"] for step in steps(job) if "pip install -e" in step.get("run", ""))
+    assert 'if [ "${{ matrix.python }}" = "3.15" ]; then extras=test,dask; fi' in install
+
+
+def test_free_threaded_cpython_runs_the_suite_with_the_gil_off() -> None:
+    job = load_workflow("tests.yml")["jobs"]["free-threaded"]
+    assert action(job, "actions/setup-python")["with"]["python-version"] == "3.14t"
+    run = commands(job)
+    assert 'pip install -e ".[test]"' in run
+    # backends (and its asyncio integration) imported, the accelerator is not loaded and the GIL is off
+    assert "not e.ACCELERATED and not sys._is_gil_enabled()" in run
+    suite = 'python -m pytest -n auto -p no:cacheprovider -m "slow or not slow"'
+    assert run.index("_is_gil_enabled") < run.index(suite)
 
 
 def test_the_lint_job_runs_every_check() -> None:
@@ -104,23 +154,69 @@ def test_the_lint_job_runs_every_check() -> None:
 
 def test_every_dependency_group_a_workflow_installs_exists(project: dict[str, Any]) -> None:
     groups = set(project["dependency-groups"])
-    for name in ("tests.yml", "wheels.yml"):
+    for name in WORKFLOW_FILES:
         text = source(WORKFLOWS / name).read_text(encoding="utf-8")
         wanted = set(re.findall(r"--group (\S+)", text))
         assert wanted, name
         assert wanted <= groups, (name, wanted - groups)
 
 
+# -- .ci/run --------------------------------------------------------------------------------------
+def ci_job(name: str) -> str:
+    """One of .ci/run's jobs: from ``if [[ $jobs == *" NAME "* ]]`` to the next ``# --`` heading."""
+    text = source(ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    start = text.index(f'if [[ $jobs == *" {name} "* ]]; then\n')
+    return text[start : text.index("\n# -- ", start)]
+
+
+def test_ci_runs_every_supported_python_and_3_14_and_3_15_in_the_sid_chroot_on_both_engines(
+    supported: list[str],
+) -> None:
+    pythons = ci_job("pythons")
+    loops = re.findall(r"^for version in ([\d. ]+); do$", pythons, re.MULTILINE)
+    assert loops == ["3.12 3.13", "3.14 3.15"]
+    # the main job's python3 is the lowest supported version (the floors job checks it is)
+    assert ["3.11", *(v for loop in loops for v in loop.split())] == supported
+    chroot = pythons[pythons.index("for version in 3.14 3.15"):]
+    assert 'scripts/sid_chroot.sh run . "' in chroot
+    assert "import sys, test.test_asyncio, backends._engine as e" in chroot  # CPython's asyncio tests are there
+    assert "SCOPED_BACKENDS_DEV_TOOLS=required" in chroot
+    suite = "/tmp/venv/bin/python -m pytest -q -n 2 -p no:cacheprovider -m 'slow or not slow'"
+    assert f"\n{suite}\nBACKENDS_PURE_PYTHON=1 {suite}" in chroot
+    debug = ci_job("debug")
+    assert "for version in 3.14 3.15; do" in debug
+    assert 'scripts/sid_chroot.sh run . "$(debug_stage "python$version-dbg" /tmp/venv-dbg)"' in debug
+
+
+def test_ci_builds_twice_and_tests_the_declared_floors() -> None:
+    release = ci_job("release")
+    assert 'scripts/reproducible_build.sh "$release/dist"' in release
+    assert 'BACKENDS_BUILD_PURE_PYTHON=1 scripts/reproducible_build.sh "$release/pure" --wheel' in release
+    floors = ci_job("floors")
+    assert "--resolution lowest-direct" in floors
+    assert "-e '.[test,cpu,server,ray,dask]'" in floors
+    # the development tools are not installed there: their tests skip, which CI must not turn into failures
+    suite = '.venv-ci-floors/bin/python -m pytest -q -n 2 -p no:cacheprovider -m "slow or not slow"'
+    assert f"env -u SCOPED_BACKENDS_DEV_TOOLS {suite}" in floors
+
+
 # -- .github/workflows/wheels.yml and [tool.cibuildwheel] -------------------------------------------
 def test_cibuildwheel_builds_every_supported_cpython(project: dict[str, Any], supported: list[str]) -> None:
     config = project["tool"]["cibuildwheel"]
+    # `cp314-*` does not match the free-threaded `cp314t-*`: the pure wheel serves those
     assert config["build"] == [f"cp{v.replace('.', '')}-*" for v in supported]
-    assert "enable" not in config  # no free-threaded builds: the pure wheel serves them
+    assert "enable" not in config
+    # the commit's time reaches the Linux build containers, for reproducible wheels
+    assert config["environment-pass"] == ["SOURCE_DATE_EPOCH"]
 
 
 def test_the_wheel_job_runs_cibuildwheel_natively_for_every_configured_arch(project: dict[str, Any]) -> None:
     job = load_workflow("wheels.yml")["jobs"]["wheels"]
-    assert any(re.fullmatch(r"pypa/cibuildwheel@v[34]\.\d+\.\d+", action) for action in uses(job)), uses(job)
+    assert [a for a in uses(job) if a.startswith("pypa/cibuildwheel@")], uses(job)
+    # cibuildwheel runs with SOURCE_DATE_EPOCH set to the commit's time
+    order = [step.get("run", step.get("uses", "").split("@")[0]) for step in steps(job)]
+    epoch = 'echo "SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)" >> "$GITHUB_ENV"'
+    assert order.index(epoch) < order.index("pypa/cibuildwheel")
     runners = job["strategy"]["matrix"]["include"]
     built = {(r["os"].split("-")[0], r["archs"]) for r in runners}
     config = project["tool"]["cibuildwheel"]
@@ -151,9 +247,10 @@ def test_the_sdist_and_the_pure_wheel_are_built_checked_and_tested() -> None:
     jobs = load_workflow("wheels.yml")["jobs"]
     build = jobs["sdist-and-pure-wheel"]
     run = commands(build)
-    assert "python -m build --outdir build-check ." in run
+    # each built twice and compared: byte-identical
+    assert "scripts/reproducible_build.sh build-check" in run
     pure = next(step for step in steps(build) if step.get("env", {}).get("BACKENDS_BUILD_PURE_PYTHON") == "1")
-    assert pure["run"].startswith("python -m build --wheel")
+    assert pure["run"] == "scripts/reproducible_build.sh pure --wheel"
     assert "twine check --strict dist/*" in run
     test = jobs["test-pure-wheel"]
     assert test["needs"] == "sdist-and-pure-wheel"
@@ -167,10 +264,30 @@ def test_publishing_is_trusted_and_only_on_a_version_tag() -> None:
     assert publish["if"] == "github.event_name == 'push' && startsWith(github.ref, 'refs/tags/v')"
     assert publish["permissions"] == {"id-token": "write"}
     assert set(publish["needs"]) == set(workflow["jobs"]) - {"publish"}
-    assert "pypa/gh-action-pypi-publish@release/v1" in uses(publish)
+    assert [a for a in uses(publish) if a.startswith("pypa/gh-action-pypi-publish@")]
     # Nothing else may write: the workflow's own token is read-only.
     assert workflow["permissions"] == {"contents": "read"}
     assert not [step for step in steps(publish) if "password" in step.get("with", {})]
+
+
+# -- .github/workflows/docs.yml ---------------------------------------------------------------------
+def test_the_docs_site_is_built_strictly_and_published_from_main_to_the_documentation_url(
+    project: dict[str, Any],
+) -> None:
+    workflow = load_workflow("docs.yml")
+    assert workflow["permissions"] == {"contents": "read"}
+    build, deploy = workflow["jobs"]["build"], workflow["jobs"]["deploy"]
+    assert "python -m pip install -e . --group docs" in commands(build)
+    assert "mkdocs build --strict --site-dir site" in commands(build)
+    assert action(build, "actions/upload-pages-artifact")["with"]["path"] == "site"
+    assert deploy["needs"] == "build"
+    assert deploy["if"] == "github.ref == 'refs/heads/main' && github.event_name != 'pull_request'"
+    assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
+    assert deploy["environment"]["name"] == "github-pages"
+    assert action(deploy, "actions/deploy-pages")["id"] == "deployment"
+    # the site's address is the one the package's metadata gives
+    site_url = re.search(r"^site_url: (\S+)$", (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.MULTILINE)
+    assert site_url and project["project"]["urls"]["Documentation"] == site_url[1]
 
 
 def test_the_pre_commit_hooks_run_the_generated_files_checks() -> None:

@@ -50,7 +50,7 @@ SWITCH_INTERVAL = 1e-3
 SEED = 20_250_501
 #: Traced memory may end this far from where it started (interpreter noise). A leak of one
 #: frame dict or token per thousand cycles would be ~0.2 MB; measured noise is ~3 KB on
-#: Python 3.11 to 3.13 and ~25 KB on 3.10 (its per-code-object frame caches), whatever the scale.
+#: Python 3.11 to 3.13, whatever the scale.
 MEMORY_TOLERANCE = 64 * 1024
 
 FLAGS = backends.FLAGS

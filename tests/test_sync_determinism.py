@@ -7,8 +7,8 @@ CuPy's own scan. What is checked is what CuPy would launch (the stand-in's recor
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import re
-import sys
 import threading
 import warnings
 from collections.abc import Callable
@@ -472,13 +472,16 @@ def test_each_operation_in_threads_and_tasks_at_once_follows_its_own_context(
             barrier.wait()  # all three are in their scopes before any launches
             outcomes[label] = outcome()
 
-    # One recorder for every thread (catch_warnings swaps process-wide state: one at a time).
+    # One recorder for every thread (catch_warnings swaps process-wide state: one at a time). Each
+    # thread runs in a copy of this context, where the recorder is when warnings are context-local
+    # (3.14's context_aware_warnings, on by default in free-threaded builds).
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        strict, warn, free = (contextvars.copy_context() for _ in range(3))
         run_threads(
-            lambda: worker("strict", DETERMINISTIC),
-            lambda: worker("warn", WARN_ONLY),
-            lambda: worker("free", ALLOWED),
+            lambda: strict.run(worker, "strict", DETERMINISTIC),
+            lambda: warn.run(worker, "warn", WARN_ONLY),
+            lambda: free.run(worker, "free", ALLOWED),
             unblock=[barrier],
         )
     assert outcomes == {"strict": "raised", "warn": "ran", "free": "ran"}
@@ -494,13 +497,12 @@ def test_each_operation_in_threads_and_tasks_at_once_follows_its_own_context(
         entered = asyncio.Barrier(3)
         return list(await asyncio.gather(*(task(scope, entered) for scope in (DETERMINISTIC, WARN_ONLY, ALLOWED))))
 
-    if sys.version_info >= (3, 11):  # asyncio.Barrier
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            assert asyncio.run(main()) == ["raised", "ran", "ran"]
-        assert [w.category for w in caught if w.category is backends.NondeterministicAlgorithmWarning] == [
-            backends.NondeterministicAlgorithmWarning
-        ]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert asyncio.run(main()) == ["raised", "ran", "ran"]
+    assert [w.category for w in caught if w.category is backends.NondeterministicAlgorithmWarning] == [
+        backends.NondeterministicAlgorithmWarning
+    ]
 
 
 def test_use_deterministic_algorithms_and_the_preset_reach_the_wrappers(standin_cupy: ModuleType) -> None:

@@ -96,7 +96,7 @@ def test_mypy_strict_reports_exactly_the_expected_errors(tmp_path: Path) -> None
     pytest.importorskip("mypy", reason="mypy not installed (pip install --group typing)")
     result = _run(
         sys.executable, "-m", "mypy", "--strict", "--enable-error-code", "ignore-without-code",
-        "--python-version", "3.10", "--show-error-codes", "--no-color-output",
+        "--python-version", "3.11", "--show-error-codes", "--no-color-output",
         "--cache-dir", str(tmp_path / "mypy-cache"), *map(str, FILES),
     )
     assert result.returncode == 0 and result.stdout.startswith("Success: no issues found in 2 source files"), (

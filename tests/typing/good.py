@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Literal
-
-from typing_extensions import assert_type
+from typing import Literal, assert_type
 
 import backends
 from backends import FlagValues, Scope, Snapshot

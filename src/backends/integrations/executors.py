@@ -1,11 +1,12 @@
 """Threads and executors that carry the flags: each call runs in a copy of the
 context of the code that submitted it.
 
-On Python 3.11 to 3.13 a plain ``threading.Thread``, ``ThreadPoolExecutor.submit``
-and ``loop.run_in_executor`` start from the worker thread's own context, so scope
+A plain ``threading.Thread``, ``ThreadPoolExecutor.submit`` and
+``loop.run_in_executor`` start from the worker thread's own context, so scope
 overrides are lost there (``asyncio.to_thread`` copies the context). Python 3.14's
-``threading.Thread(context=...)`` and ``-X thread_inherit_context`` change this for
-plain threads only; executors still reuse their worker threads.
+``threading.Thread(context=...)`` and ``-X thread_inherit_context`` (on by default
+only in free-threaded builds) change this for plain threads only; executors still
+reuse their worker threads.
 """
 
 from __future__ import annotations
@@ -13,11 +14,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+#: threading.Thread(context=...): Python 3.14 runs a thread's body in that context
+_TAKES_CONTEXT = sys.version_info >= (3, 14)
 
 
 class ThreadPoolExecutor(concurrent.futures.ThreadPoolExecutor):
@@ -48,13 +53,27 @@ def run_in_executor(
 
 class Thread(threading.Thread):
     """A ``threading.Thread`` that runs in a copy of its creator's context, taken when
-    the thread object is created. (Python 3.14's ``thread_inherit_context`` copies the
-    context of the code that calls ``start()`` instead.)"""
+    the thread object is created, on every supported Python.
+
+    Python 3.14 added ``threading.Thread(context=...)``, the context a thread's body runs
+    in (by default an empty one, or with ``-X thread_inherit_context`` a copy of the
+    context of the code that calls ``start()``). This class passes a copy of its creator's
+    context there; a ``context=`` given explicitly (not ``None``) is used as given. Before
+    3.14 the copy is entered around the whole thread body (``run()`` included, so a subclass
+    that overrides ``run()`` runs in it too)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._backends_context = contextvars.copy_context()
+        context = contextvars.copy_context()
+        if _TAKES_CONTEXT:
+            if kwargs.get("context") is None:
+                kwargs["context"] = context
+            super().__init__(*args, **kwargs)
+        else:
+            super().__init__(*args, **kwargs)
+            self._backends_context = context
 
-    def _bootstrap_inner(self) -> None:
-        # Wrap the whole thread body, not run(): subclasses override run().
-        self._backends_context.run(super()._bootstrap_inner)  # type: ignore[misc]
+    if not _TAKES_CONTEXT:
+
+        def _bootstrap_inner(self) -> None:
+            # Wrap the whole thread body, not run(): subclasses override run().
+            self._backends_context.run(super()._bootstrap_inner)  # type: ignore[misc]

@@ -54,7 +54,7 @@ class Bound(Generic[_P, _R]):
 
     A ``functools.partial`` of ``fn`` with no arguments, so that ``inspect`` sees through it
     to ``fn``: ``inspect.iscoroutinefunction(bind(async_fn))`` (and the generator
-    predicates) is true on every supported Python, where 3.10 and 3.11 recognise only
+    predicates) is true on every supported Python, where 3.11 recognises only
     functions and partials of them. Pickles as ``fn`` and the snapshot, validated on load."""
 
     snapshot: Snapshot

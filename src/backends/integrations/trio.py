@@ -4,7 +4,9 @@ trio calls an instrument's ``before_task_step`` from its run loop, outside the
 task's context, so the instrument runs ``backends.sync()`` inside ``task.context``:
 the handle then carries the flags of the task about to run. anyio on its trio
 backend takes the same instrument (``anyio.run(main, backend="trio",
-backend_options={"instruments": [...]})``).
+backend_options={"instruments": [...]})``, anyio 4.14 and newer; older ones drop
+``backend_options`` on trio: call ``trio.lowlevel.add_instrument(Instrument())`` at
+the start of ``main`` there).
 """
 
 from __future__ import annotations

@@ -22,10 +22,9 @@ The compiled stepper (``backends/sync/_speedups.c``) has no Python frame. The pu
 one's step is a Python method, whose frame (``__next__``, ``send`` or ``throw``
 here) is on the stack while the task runs, so a running task's own
 ``get_stack()``, ``traceback.print_stack()`` and ``inspect.stack()`` show it; it
-drops that frame from the traceback of what the coroutine raises, which Python
-allows from 3.11 on (3.10 re-raises the traceback it caught), so on 3.10 only
-tracebacks and a failed task's ``get_stack()`` / ``print_stack()`` show it too.
-A suspended task's ``get_stack()`` never shows it.
+drops that frame from the traceback of what the coroutine raises, so tracebacks and
+a failed task's ``get_stack()`` / ``print_stack()`` do not show it. A suspended
+task's ``get_stack()`` never shows it.
 """
 
 from __future__ import annotations
@@ -105,7 +104,13 @@ class synced(_Stepper, Coroutine[Any, Any, Any]):  # type: ignore[misc]  # lower
         except Exception:
             pass
         try:
-            return self._throw(*exception)
+            if len(exception) == 1:
+                # No tuple may hold the exception while the coroutine handles it: 3.14's TaskGroup
+                # tests (gc.get_referrers) count such a tuple as a reference cycle left behind.
+                value = exception[0]
+                del exception
+                return self._throw(value)
+            return self._throw(*exception)  # throw(type, value, traceback), or the coroutine's TypeError
         except BaseException as error:
             _leave_out_the_step(error)
             raise
@@ -144,8 +149,7 @@ _STEP_CODES = frozenset(vars(synced)[name].__code__ for name in ("__next__", "se
 
 def _leave_out_the_step(error: BaseException) -> None:
     """Drop the pure stepper's own frame from the head of ``error``'s traceback, as the C
-    stepper has none: a bare ``raise`` then re-raises it without adding the frame again
-    (on 3.11 and later; 3.10 re-raises the traceback it caught)."""
+    stepper has none: a bare ``raise`` then re-raises it without adding the frame again."""
     traceback = error.__traceback__
     if traceback is not None and traceback.tb_frame.f_code in _STEP_CODES:
         error.__traceback__ = traceback.tb_next

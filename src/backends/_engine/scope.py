@@ -297,9 +297,9 @@ del _Base  # Scope.__bases__ names it; the module does not need the alias
 #: The scopes each decorated class was given itself, in the order applied (innermost first).
 _CLASS_SCOPES: weakref.WeakKeyDictionary[type, tuple[Scope, ...]] = weakref.WeakKeyDictionary()
 #: What unittest runs one test through: run() (debug() without a result), and the constructor,
-#: where IsolatedAsyncioTestCase copies the context its test code runs in (3.11+; 3.10 does it in
-#: run()). One entry around them holds from setUp to the last cleanup, sync or async, so a scope
-#: entered in setUp (self.enterContext) and exited by a cleanup nests inside it as it should.
+#: where IsolatedAsyncioTestCase copies the context its test code runs in. One entry around them
+#: holds from setUp to the last cleanup, sync or async, so a scope entered in setUp
+#: (self.enterContext) and exited by a cleanup nests inside it as it should.
 _TEST_CASE_ENTRY_POINTS = ("__init__", "run", "debug")
 _WRAPS = "_backends_wraps"  # on a wrapper made here: (the attribute it wraps, its scopes)
 
@@ -622,7 +622,7 @@ class Bound(functools.partial):  # type: ignore[type-arg]  # (partial[Any]: a ru
 
     A ``functools.partial`` of ``fn`` with no arguments, so that ``inspect`` sees through it
     to ``fn``: ``inspect.iscoroutinefunction(bind(async_fn))`` (and the generator
-    predicates) is true on every supported Python, where 3.10 and 3.11 recognise only
+    predicates) is true on every supported Python, where 3.11 recognises only
     functions and partials of them. Pickles as ``fn`` and the snapshot, validated on load.
     """
 

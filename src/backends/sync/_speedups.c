@@ -87,26 +87,7 @@ get_state(PyObject *module)
 static PyObject *
 module_of_type(PyTypeObject *type)
 {
-#if PY_VERSION_HEX >= 0x030B0000
     return PyType_GetModuleByDef(type, &speedups_def);
-#else
-    PyObject *mro = type->tp_mro;
-    if (mro != NULL && PyTuple_Check(mro)) {
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); i++) {
-            PyTypeObject *base = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
-            if (!PyType_HasFeature(base, Py_TPFLAGS_HEAPTYPE)) {
-                continue;
-            }
-            PyObject *module = ((PyHeapTypeObject *)base)->ht_module;
-            if (module != NULL && PyModule_Check(module) && PyModule_GetDef(module) == &speedups_def) {
-                return module;
-            }
-        }
-    }
-    PyErr_Format(PyExc_TypeError, "PyType_GetModuleByDef: No superclass of '%s' has the given module",
-                 type->tp_name);
-    return NULL;
-#endif
 }
 
 /* *result: a strong reference to dict[key], or NULL when it is not there. 1 if found, 0 if

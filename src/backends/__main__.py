@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import importlib
-import importlib.machinery
 import importlib.util
 import json
 import os
@@ -20,7 +19,7 @@ import platform
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import backends
@@ -136,58 +135,6 @@ def refused_report(variables: list[dict[str, Any]]) -> list[str]:
 # -- which copy of backends ---------------------------------------------------------------------
 #: The folder of the ``backends`` imported here (``backends.__file__``'s).
 PATH = os.path.dirname(os.path.realpath(backends.__file__))
-
-
-def _copies() -> Iterator[str]:
-    """The folder of each ``backends`` that the import system can find, in the order it looks:
-    every ``sys.path`` entry (``PathFinder``), then the other finders (an editable install's)."""
-    for finder in sys.meta_path:
-        searches: list[list[str] | None] = (
-            [[entry] for entry in sys.path] if finder is importlib.machinery.PathFinder else [None]
-        )
-        for search in searches:
-            try:
-                spec = finder.find_spec("backends", search)
-                locations = list(spec.submodule_search_locations or ()) if spec is not None else []
-            except Exception:  # a finder that fails here is no copy: the report must finish
-                continue
-            if locations:
-                yield os.path.realpath(locations[0])
-
-
-def _has_accelerator(folder: str) -> bool:
-    """Whether the copy in ``folder`` has the compiled accelerator built for this interpreter."""
-    engine = os.path.join(folder, "_engine")
-    return importlib.machinery.PathFinder.find_spec("backends._engine._speedups", [engine]) is not None
-
-
-def shadowed_copy() -> dict[str, Any] | None:
-    """Another copy of ``backends`` that this interpreter can find but does not import because
-    this one comes first (typically: a source tree in the current directory over the installed
-    copy): its ``path`` and whether it has the ``accelerated`` engine; ``None`` if there is none."""
-    other = next((folder for folder in _copies() if folder != PATH), None)
-    return None if other is None else {"path": other, "accelerated": _has_accelerator(other)}
-
-
-def copy_report(shadowed: dict[str, Any] | None) -> list[str]:
-    """Where this copy is; if it shadows another, which, and how to run that one."""
-    import textwrap
-
-    if shadowed is None:
-        return [f"imported from {PATH}"]
-    has = "has the compiled accelerator" if shadowed["accelerated"] else "has no compiled accelerator either"
-    if os.path.dirname(PATH) != os.path.realpath(os.getcwd()):
-        note = f"It comes first on sys.path and shadows the copy at {shadowed['path']}, which {has}."
-    else:
-        # `python -m` puts the current directory first on sys.path; -P (3.11+) leaves it out, and
-        # -I does too but also ignores PYTHON* variables and the user site-packages.
-        run = "python -P -m backends" if sys.version_info >= (3, 11) else "python -I -m backends"
-        note = (
-            f"This copy, in the current directory, shadows the one installed at {shadowed['path']}, which "
-            f"{has}: `python -m` looks in the current directory first. To run the installed one, cd to "
-            f"another directory or run {run}."
-        )
-    return [f"imported from {PATH}", *textwrap.wrap(note, 96, initial_indent="  ", subsequent_indent="  ")]
 
 
 # -- availability -------------------------------------------------------------------------------
@@ -493,8 +440,6 @@ import backends fail, 2 for a bad option.
                         "reason": why the pure-Python engine is in use (null when accelerated),
                         "description": the engine line of the text report}
   path                 the folder of the backends imported (backends.__file__'s)
-  shadowed_copy        another copy this one hides on the import path, {"path", "accelerated"};
-                       null if there is none
   flags                one {"name", "value", "source", "variable", "note"} per flag, as
                        backends.describe(): source is "default", "environment", "process default"
                        or "scope"; variable, the one that set an environment default (else null)
@@ -528,7 +473,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object (keys below)")
     options = parser.parse_args(argv)
 
-    shadowed, flags, ignored, available = shadowed_copy(), flag_rows(), ignored_variables(), availability()
+    flags, ignored, available = flag_rows(), ignored_variables(), availability()
     refused = refused_variables()
     import_fails = any(variable["import_fails"] for variable in refused)
     if options.json:
@@ -542,7 +487,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "description": accelerator.describe(),
             },
             "path": PATH,
-            "shadowed_copy": shadowed,
             "flags": flags,
             "ignored_variables": ignored,
             "refused_variables": refused,
@@ -553,7 +497,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if passed else 1
 
     print(f"backends {backends.__version__}, engine: {accelerator.describe()}")
-    print("\n".join(copy_report(shadowed)))
+    print(f"imported from {PATH}")
     print("\nFlags in this context (backends.describe())")
     print("\n".join(flag_report(flags)))
     print("\nIgnored BACKENDS_* variables (no flag reads them)")
