@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
     F = TypeVar("F", bound=Callable[..., Any])
 
-_set, _reset = overrides.set, overrides.reset  # bound once: entry and exit are hot
+_set, _reset = state.set_frame, state.reset_frame  # bound once: entry and exit are hot
 _NO_MEMO = (None, None)  # a scope's _memo before its first merge: (values below, merged values)
 #: What frames are: tuples (the compiled path's, and an assignment's), lists (the pure path's
 #: entry, which stores the token in its frame right after publishing it).

@@ -24,11 +24,13 @@ never a mix of two, without a lock.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Mapping
-from contextvars import ContextVar
+from contextvars import Context, ContextVar, copy_context
 
 from . import environment
+from .accelerator import speedups
 from .errors import UnknownFlagError, unknown_name
 from .record import Record
 from .table import BY_NAME, FLAGS, NAMES, VIEWS, Value
@@ -54,6 +56,57 @@ current = overrides.get
 # that is set, so reads there and in the contexts copied from it (asyncio tasks) take the
 # cached path, as decimal's context does after its first getcontext().
 overrides.set(NO_SCOPE)
+
+# CPython gh-148891, on 3.11: ContextVar.set and .reset (and copy_context) read the context's
+# mapping, which only the context holds, across an allocation that can run the garbage collector,
+# whose finalisers (a __del__ that enters a scope, a weakref callback) may set a variable of this
+# same context: that replaces and frees the mapping being read (a crash, or a mapping without the
+# frame). So every change of the frame goes through set_frame/reset_frame. On 3.11 the compiled
+# ones keep the collector off inside the change (no Python code runs there, so no other thread can
+# see it off); the pure ones (below) hold copies of the context, hence the mappings, until the
+# change returns. 3.12+ collects only between bytecodes: there they are the ContextVar's own.
+if TYPE_CHECKING or sys.version_info >= (3, 12):
+    set_frame, reset_frame = overrides.set, overrides.reset
+elif speedups is not None:
+    set_frame, reset_frame = speedups.set_frame, speedups.reset_frame
+else:
+
+    class _Held(threading.local):
+        def __init__(self) -> None:
+            # [the copies holding the mappings replaced while this thread's change runs (None
+            # outside one), a spare Context that only this list holds]
+            self.slots: list[Any] = [None, Context()]
+
+    _held = _Held()  # one for both: a finaliser's reset may run inside a set, and the reverse
+
+    def _holding(change: Any) -> Any:
+        """``change`` (the ContextVar's set or reset), holding every mapping it may read.
+
+        A finaliser runs inside the change only from a collection, and no collection starts
+        inside another: so a finaliser's own change just adds its copy to the held ones. The
+        change's first copy must not start a collection itself (copy_context borrows the mapping
+        across an allocation): the spare context, dropped right before it, goes to CPython's
+        free list of contexts, which the copy takes without allocating."""
+
+        def held_change(argument: Any, _change: Any = change, _copy: Any = copy_context, _this: Any = _held) -> Any:
+            slots = _this.slots
+            held = slots[0]
+            if held is not None:  # a finaliser's change, inside one of this thread's
+                held.append(_copy())
+                return _change(argument)
+            held = []  # (an allocation may collect: nothing is borrowed yet)
+            try:
+                slots[0] = held
+                slots[1] = None
+                held.append(_copy())
+                return _change(argument)
+            finally:
+                slots[1] = Context()  # from the free list again, or collecting with the copies held
+                slots[0] = None
+
+        return held_change
+
+    set_frame, reset_frame = _holding(overrides.set), _holding(overrides.reset)
 
 #: Built-in defaults after environment variables; ``reset_defaults()`` returns here.
 BUILTIN: dict[str, Value] = {flag.name: flag.default for flag in FLAGS}
@@ -176,7 +229,7 @@ def assign_checked(values: dict[str, Value]) -> None:
     new = list(frame[VALUES])
     for name, value in values.items():
         new[SLOT[name]] = value
-    overrides.set((tuple(new), frame[SCOPE], frame[TOKEN]))  # same entry: undone when that scope exits
+    set_frame((tuple(new), frame[SCOPE], frame[TOKEN]))  # same entry: undone when that scope exits
 
 
 def set_defaults(mapping: Mapping[str, Any]) -> None:

@@ -194,7 +194,7 @@ def _effective_in(frame: Any) -> dict[str, Any]:
     """Every flag's effective value under ``frame``, read in a fresh context."""
 
     def read() -> dict[str, Any]:
-        state.overrides.set(frame)
+        state.set_frame(frame)
         return state.effective()
 
     return contextvars.Context().run(read)
@@ -281,7 +281,7 @@ def _settle(
         frozen = end.defaults.frozen if settings.strict else expected.defaults.frozen
         restore_defaults(expected.defaults._replace(frozen=frozen))
     if scopes is not None:
-        state.overrides.set(expected.frame)  # the context as it was: no override left over
+        state.set_frame(expected.frame)  # the context as it was: no override left over
     parts = [f"changed process defaults and did not restore them: {'; '.join(changed)}"] if changed else []
     if scopes is not None:
         parts.append(f"{scopes}; what comes next starts without it")
