@@ -50,6 +50,7 @@ _FRAMES = (tuple, list)
 _DEFERRED = frozenset((types.CoroutineType, types.GeneratorType, types.AsyncGeneratorType))
 _DEFERRED_ABCS = (Coroutine, Generator, AsyncGenerator)
 _CO_ITERABLE_COROUTINE = 0x100  # inspect.CO_ITERABLE_COROUTINE (@types.coroutine), without inspect
+_sealed = False  # until Snapshot, Scope's one subclass, is defined (see Scope.__init_subclass__)
 
 
 if speedups is not None:
@@ -101,6 +102,21 @@ class Scope(_Base):
         self._alone = alone(checked)
         self._memo = _NO_MEMO
         self._label = label
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Snapshot, below, is the only subclass: the engines enter and exit a scope without
+        # looking for overrides (the compiled one in C, on every path), and scopes are shared.
+        if _sealed:
+            base = next(klass for klass in cls.__mro__[1:] if klass in (Scope, Snapshot))
+            raise TypeError(
+                f"backends.{base.__name__} cannot be subclassed (class {cls.__qualname__}): a scope is an "
+                f"immutable object that backends shares (a namespace's flags() and deterministic() "
+                f"return the same one each time), and `with`, `async with` and decorators enter and exit "
+                f"it alike, calling no overrides. To run code around a scope, write a context manager "
+                f"that enters one, e.g. @contextlib.contextmanager def traced(): ...; "
+                f"with backends.flags({{...}}): yield"
+            )
+        super().__init_subclass__(**kwargs)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Through the constructor, so loading validates (a pickle of the slots would not).
@@ -608,6 +624,9 @@ class Snapshot(Scope, Mapping[str, Value]):
         unknown name or a missing one (a snapshot holds every flag).
         """
         return cls(data)
+
+
+_sealed = True  # Scope.__init_subclass__ refuses every class from here on
 
 
 def snapshot() -> Snapshot:
