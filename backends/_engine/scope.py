@@ -354,6 +354,7 @@ def _apply(cls: type) -> None:
     """Set on ``cls`` each target wrapped in the scopes it runs under, unless the one it
     inherits is already that; a wrapper made for another class is rebuilt from what it wraps."""
     import inspect
+    import unittest
 
     scopes = tuple(s for klass in reversed(cls.__mro__) for s in reversed(_CLASS_SCOPES.get(klass, ())))
     for name in _targets(cls):
@@ -361,10 +362,51 @@ def _apply(cls: type) -> None:
         original, applied = getattr(getattr(raw, "__func__", raw), _WRAPS, (raw, ()))
         if applied != scopes:
             wrapper = original
+            # A TestCase's own test code runs in run()'s context, but for IsolatedAsyncioTestCase's
+            # (in a context of its own, where a scope left entered ends with it).
+            if name == "run" and not issubclass(cls, unittest.IsolatedAsyncioTestCase):
+                wrapper = _checking_scopes(wrapper)
             for scope in reversed(scopes):  # innermost first
                 wrapper = scope(wrapper)
             setattr(getattr(wrapper, "__func__", wrapper), _WRAPS, (original, scopes))
             setattr(cls, name, wrapper)
+
+
+def _checking_scopes(run: Callable[..., Any]) -> Callable[..., Any]:
+    """``TestCase.run`` (inside the class's scopes) that reports a scope the test left entered as
+    that test's error, from a cleanup that runs after its own, and exits it: the scopes' exits
+    (and the tests after it) then find the state they expect, and the run goes on."""
+
+    @functools.wraps(run)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        start = current()
+        self.addCleanup(_check_scopes_exited, self, start)  # the first cleanup added: the last run
+        try:
+            return run(self, *args, **kwargs)
+        finally:  # a skipped test runs no cleanup: drop ours
+            self._cleanups[:] = [c for c in self._cleanups if c[0] is not _check_scopes_exited]
+
+    return wrapper
+
+
+def _check_scopes_exited(test: Any, start: Any) -> None:
+    frame = current()
+    if frame[TOKEN] is start[TOKEN]:  # the same entry (an assignment makes a new frame of it)
+        return
+    left: list[str] = []
+    seen = set()  # a frame set by hand could chain back to itself
+    while type(frame) in _FRAMES and len(frame) == 3 and frame[TOKEN] is not None and frame[TOKEN] is not start[TOKEN]:
+        if id(frame) in seen:
+            break
+        seen.add(id(frame))
+        left.append(repr(frame[SCOPE]))
+        frame = frame[TOKEN].old_value
+    state.set_frame(start)  # the class's scopes in force again, as at the start of the test
+    scopes = f"a scope entered: {left[0]}" if len(left) == 1 else f"{len(left)} scopes entered: {', '.join(left[::-1])}"
+    raise RuntimeError(
+        f"{test.id()} left {scopes}; exited after the test, so the tests after it start without it: exit "
+        f"every scope a test enters (`with`, or self.enterContext(scope) in setUp)"
+    )
 
 
 def _keep_for_subclasses(cls: type[object]) -> None:
