@@ -491,6 +491,8 @@ import backends fail, 2 for a bad option.
   version              backends.__version__
   engine               {"accelerated": the compiled accelerator is in use,
                         "reason": why the pure-Python engine is in use (null when accelerated),
+                        "sync_reason": why the sync layer runs in pure Python while the
+                        compiled engine runs (null otherwise),
                         "description": the engine line of the text report}
   path                 the folder of the backends imported (backends.__file__'s)
   shadowed_copy        another copy this one hides on the import path, {"path", "accelerated"};
@@ -510,6 +512,16 @@ import backends fail, 2 for a bad option.
 """
 
 
+def engine_line() -> str:
+    """Which engine runs, and why: ``accelerator.describe()``, and where the compiled engine runs
+    but the sync layer's compiled module is not used, why not."""
+    line = accelerator.describe()
+    layer = sys.modules["backends.sync"]
+    if accelerator.ACCELERATED and layer.compiled() is None:
+        line += f"; the sync layer runs in pure Python ({layer.reason})"
+    return line
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the report (``--json``: as one JSON object) and run the self-check; 0 if every
     check passed and ``import backends`` works with this environment, else 1 (argparse exits 2
@@ -526,6 +538,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object (keys below)")
+    version = f"backends {backends.__version__} ({PATH}), Python {platform.python_version()}, engine: {engine_line()}"
+    parser.add_argument(
+        "--version", action="version", version=version,
+        help="print the version, where it is imported from and the engine, and exit",
+    )
     options = parser.parse_args(argv)
 
     shadowed, flags, ignored, available = shadowed_copy(), flag_rows(), ignored_variables(), availability()
@@ -539,7 +556,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "engine": {
                 "accelerated": accelerator.ACCELERATED,
                 "reason": accelerator.reason or None,
-                "description": accelerator.describe(),
+                "sync_reason": (sys.modules["backends.sync"].compiled() is None and accelerator.ACCELERATED
+                                and sys.modules["backends.sync"].reason) or None,
+                "description": engine_line(),
             },
             "path": PATH,
             "shadowed_copy": shadowed,
@@ -552,7 +571,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         }, indent=2))
         return 0 if passed else 1
 
-    print(f"backends {backends.__version__}, engine: {accelerator.describe()}")
+    print(f"backends {backends.__version__}, engine: {engine_line()}")
     print("\n".join(copy_report(shadowed)))
     print("\nFlags in this context (backends.describe())")
     print("\n".join(flag_report(flags)))

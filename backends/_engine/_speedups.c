@@ -31,6 +31,11 @@
 #include <Python.h>
 #include <stddef.h> /* offsetof: Python.h no longer includes it in 3.13 */
 
+/* The version of the interface between this file and the Python code that uses it, stored as the
+ * module's INTERFACE: the Python code (backends/_engine/accelerator.py, INTERFACES) leaves a
+ * module built for another one unused. Bump both with any change of what one expects of the other. */
+#define BACKENDS_INTERFACE 1
+
 #ifdef Py_GIL_DISABLED
 #error "the accelerator relies on the GIL: a free-threaded CPython uses the pure-Python engine"
 #endif
@@ -1054,6 +1059,9 @@ add_type(PyObject *module, PyType_Spec *spec, PyObject *base, PyTypeObject **slo
 static int
 engine_exec(PyObject *module)
 {
+    if (PyModule_AddIntConstant(module, "INTERFACE", BACKENDS_INTERFACE) < 0) {
+        return -1;
+    }
     engine_state *st = module_state(module);
     st->str_exit_slow = PyUnicode_InternFromString("_exit_slow");
     st->str_enter_slow = PyUnicode_InternFromString("_enter_slow");
