@@ -364,7 +364,7 @@ def _apply(cls: type) -> None:
             wrapper = original
             # A TestCase's own test code runs in run()'s context, but for IsolatedAsyncioTestCase's
             # (in a context of its own, where a scope left entered ends with it).
-            if name == "run" and not issubclass(cls, unittest.IsolatedAsyncioTestCase):
+            if name in ("run", "debug") and not issubclass(cls, unittest.IsolatedAsyncioTestCase):
                 wrapper = _checking_scopes(wrapper)
             for scope in reversed(scopes):  # innermost first
                 wrapper = scope(wrapper)
@@ -373,7 +373,7 @@ def _apply(cls: type) -> None:
 
 
 def _checking_scopes(run: Callable[..., Any]) -> Callable[..., Any]:
-    """``TestCase.run`` (inside the class's scopes) that reports a scope the test left entered as
+    """``TestCase.run`` or ``debug`` (inside the class's scopes) that reports a scope the test left entered as
     that test's error, from a cleanup that runs after its own, and exits it: the scopes' exits
     (and the tests after it) then find the state they expect, and the run goes on."""
 
