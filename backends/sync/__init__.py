@@ -208,6 +208,7 @@ def compiled() -> Any:
             except ModuleNotFoundError:  # built without it (the engine's alone): the pure path
                 module, reason = None, "the compiled sync layer is not installed"
             if module is None:
+                _speedups = None  # the import system bound the submodule it loaded here: not to be used
                 accelerator.warn_if_wanted(reason)
                 return None
             module.configure(state.overrides, state.NO_SCOPE, vars(state), globals(), _push)
