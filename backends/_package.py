@@ -124,6 +124,7 @@ def deterministic(*args: object) -> Scope:
 
 
 def _strict_bool(function: str, argument: str, position: str, value: object) -> bool:
+    __tracebackhide__ = True  # see _engine/state.py's assign_checked
     # What torch's argument parser takes for a bool: bool and numpy.bool_ (by identity: no import)
     kind = type(value)
     numpy = _sys.modules.get("numpy")
@@ -147,6 +148,7 @@ def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None
             is refused).
         RuntimeError: outside a scope while ``disable_global_flags()`` is in force.
     """
+    __tracebackhide__ = True  # see _engine/state.py's assign_checked
     mode = _strict_bool("backends.use_deterministic_algorithms", "mode", " (position 1)", mode)
     warn_only = _strict_bool("backends.use_deterministic_algorithms", "warn_only", "", warn_only)
     _assign_checked({"algorithms.deterministic": mode, "algorithms.warn_only": mode and warn_only})

@@ -44,6 +44,7 @@ def _reference_property(flag: Flag) -> property:
         return _published[0][slot] if value is None else value
 
     def set_(self: object, value: object) -> None:
+        __tracebackhide__ = True  # see state.assign_checked
         assign(name, value)
 
     return property(get, set_, doc=flag.summary)
@@ -56,6 +57,7 @@ def _view_property(view: View) -> property:
         return when_true if state.read(name) else when_false
 
     def set_(self: object, value: object) -> None:
+        __tracebackhide__ = True  # see state.assign_checked
         if not issubclass(type(value), str):
             raise TypeError(f"{view.name} must be {when_true!r} or {when_false!r}, got {show(value)}")
         text = str.__str__(value)
@@ -348,6 +350,7 @@ class Namespace(GuardedModule):
         raise self._unknown(name)
 
     def __setattr__(self, name: str, value: Any) -> None:
+        __tracebackhide__ = True  # see state.assign_checked
         name = str.__str__(name)  # a plain str: a subclass's own methods never run
         if name.startswith("_"):
             super().__setattr__(name, value)  # a private name

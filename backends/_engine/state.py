@@ -208,11 +208,16 @@ def _write_defaults(values: Mapping[str, Value], sources: Mapping[str, str]) -> 
 def assign(name: str, value: object) -> None:
     """Attribute assignment: inside a scope, for the rest of that scope in this
     context only; outside any scope, the process default."""
+    __tracebackhide__ = True  # see assign_checked
     assign_checked({name: BY_NAME[name].check(value)})
 
 
 def assign_checked(values: dict[str, Value]) -> None:
     """``assign()`` of checked values, all at once (one store, so no reader sees half of them)."""
+    # pytest leaves out of a traceback the frames that set this (the plugin's errors do the same): a
+    # refused assignment (under --backends-strict, say) or a bad value ends at the user's line, as
+    # these functions and the namespace's __setattr__ and property setter that call them do too.
+    __tracebackhide__ = True
     frame = current()
     if frame[SCOPE] is None:  # outside any scope
         if _frozen:
@@ -220,7 +225,7 @@ def assign_checked(values: dict[str, Value]) -> None:
             namespace = next(iter(values)).rpartition(".")[0]
             keywords = ", ".join(f"{name.rpartition('.')[2]}={value!r}" for name, value in values.items())
             raise RuntimeError(
-                f"global flags are disabled (backends.disable_global_flags()), so "
+                f"global flags are disabled (backends.disable_global_flags(), or pytest's --backends-strict), so "
                 f"{names} cannot be assigned outside a scope; use "
                 f"`with backends.{namespace}.flags({keywords}):` (or backends.flags({values!r})) instead"
             )
