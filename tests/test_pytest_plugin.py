@@ -490,6 +490,51 @@ def test_import_time_leak_is_reported_once_naming_the_module(pytester: pytest.Py
     assert "test_beta" not in reports[0]
 
 
+def test_a_leak_warning_points_at_the_tests_line_that_changed_the_default_and_names_its_namespace(
+    pytester: pytest.Pytester,
+) -> None:
+    """The warning's location is the test's line that changed the default (that called the helper
+    that did), else the test's def line (a scope left entered); the advice is the scope of the
+    changed flags' namespace (backends.flags({...}) for several namespaces)."""
+    _ini(pytester)
+    pytester.makepyfile(
+        test_where=_source(
+            """
+            import backends
+
+
+            def test_matmul():
+                x = 1
+                backends.cuda.matmul.allow_tf32 = True
+                x += 1
+
+
+            def helper():
+                backends.set_defaults({"cudnn.benchmark": True, "cuda.preferred_linalg_library": "magma"})
+
+
+            def test_through_a_helper():
+                helper()
+
+
+            def test_a_scope_left_entered():
+                backends.cudnn.flags(deterministic=True).__enter__()
+            """
+        )
+    )
+    result = _run(pytester, "-W", "always")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines([
+        "*test_where.py:6: BackendsLeakWarning: test_where.py::test_matmul changed process defaults and did not "
+        "restore them: cuda.matmul.allow_tf32: False -> True; use a scope (`with backends.cuda.matmul.flags("
+        "allow_tf32=True):`), @pytest.mark.backends({'cuda.matmul.allow_tf32': True}) or the backends_flags "
+        "fixture instead",
+        "*test_where.py:15: BackendsLeakWarning: test_where.py::test_through_a_helper changed process defaults*; "
+        "use a scope (`with backends.flags({'cudnn.benchmark': True, 'cuda.preferred_linalg_library': 'magma'}):`)*",
+        "*test_where.py:18: BackendsLeakWarning: test_where.py::test_a_scope_left_entered left a scope entered*",
+    ])
+
+
 # --------------------------------------------------------------------------------------------
 # 4. Strict mode
 # --------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextvars import Context, ContextVar, copy_context
 
 from . import environment
@@ -133,6 +133,9 @@ _frozen = False
 #: layer, which reads it before the flags, can tell "nothing changed" from the frame's
 #: identity plus this number (a stale number only ever costs it one extra push).
 version = 0
+#: Called with the dotted names of each process-default write, where set: the pytest plugin, while
+#: a test runs, to say where the test changed a default it did not restore.
+on_write: Callable[[Iterable[str]], object] | None = None
 
 def read(name: str) -> Value:
     """The effective value of ``name`` in the current context."""
@@ -203,6 +206,9 @@ def _write_defaults(values: Mapping[str, Value], sources: Mapping[str, str]) -> 
             new_sources[SLOT[name]] = source
         published[0] = (*new, tuple(new_sources))
         version += 1
+    watcher = on_write
+    if watcher is not None:
+        watcher(values)
 
 
 def assign(name: str, value: object) -> None:
