@@ -280,12 +280,22 @@ class _Package(_GuardedModule):
         return _unknown(name, assigning=done == "assigned")
 
 
-# Defined here, public as the package's: named as before (repr, pickling by reference, help()).
+# Defined here or in the engine, public as the package's: named by their public path in reprs,
+# tracebacks (backends.UnknownFlagError: ...), help() and pickles by reference.
 for _defined in (
     deterministic, describe, disable_global_flags, enable_global_flags, flags_frozen, use_deterministic_algorithms,
     are_deterministic_algorithms_enabled, is_deterministic_algorithms_warn_only_enabled,
+    Bound, Flag, FlagRow, Scope, Snapshot, UnknownFlagError, bind, flags, reset_defaults, set_defaults, snapshot,
 ):
     _defined.__module__ = _PACKAGE
 del _defined
+
+
+def _deterministic_signature() -> Scope:  # deterministic()'s, for help() and inspect.signature()
+    raise NotImplementedError
+
+
+# It takes *args only to say what to write instead of @backends.deterministic without parentheses.
+deterministic.__wrapped__ = _deterministic_signature  # type: ignore[attr-defined]
 
 _sys.modules[_PACKAGE].__class__ = _Package

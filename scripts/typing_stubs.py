@@ -519,6 +519,7 @@ def flagvalues_module() -> str:
             "``backends.flags()`` and ``backends.set_defaults()`` take (any subset of the flags).",
             "",
         ),
+        'FlagValues.__module__ = "backends"  # its public path (repr, help(), pickles)',
     ]
     return "\n".join(lines) + "\n"
 

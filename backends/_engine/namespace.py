@@ -332,6 +332,11 @@ class Namespace(GuardedModule):
         if cls.members and "flags" not in vars(cls):
             # A staticmethod: no bound method to build on each call.
             cls.flags = staticmethod(_flags_builder(cls.prefix, cls.members))
+        # Named by their public path (backends.cudnn.is_available) in reprs, help() and pickles.
+        for name, value in vars(cls).items():
+            function = getattr(value, "__func__", value)
+            if not name.startswith("_") and callable(function) and not isinstance(function, (type, ModuleType)):
+                function.__module__, function.__qualname__ = f"backends.{cls.prefix}", name
 
     def __init__(self) -> None:
         super().__init__(f"backends.{self.prefix}")

@@ -55,6 +55,8 @@ class Thread(threading.Thread):
         super().__init__(*args, **kwargs)
         self._backends_context = contextvars.copy_context()
 
+    __init__.__wrapped__ = threading.Thread.__init__  # type: ignore[attr-defined]  # its signature, for help()
+
     def _bootstrap_inner(self) -> None:
         # Wrap the whole thread body, not run(): subclasses override run().
         self._backends_context.run(super()._bootstrap_inner)  # type: ignore[misc]
