@@ -232,9 +232,9 @@ def package_dir() -> list[str]:
 def _unknown(name: str, assigning: bool = False) -> UnknownFlagError:
     """The error for reading (or assigning) a name ``backends`` does not have: why, where torch
     has it and this project does not scope it, else the closest public name."""
-    from ._engine.errors import did_you_mean, not_scoped
+    from ._engine.errors import did_you_mean, not_scoped, torch_spelling
 
-    hint = not_scoped(name)
+    hint = not_scoped(name) or torch_spelling(name)
     if not hint:
         hint = did_you_mean(name, package_dir())
         if assigning:
