@@ -149,23 +149,23 @@ def test_set_frame_and_reset_frame_are_the_contextvars_set_and_reset() -> None:
             state.reset_frame(object())
     assert state.current() is before
     if sys.version_info < (3, 12) and not accelerator.ACCELERATED:
-        assert vars(state)["_held"].slots[0] is None  # no change in progress holds anything now
+        assert vars(state)["_held"].box == [False, None]  # no change in progress, nothing held
 
 
-def test_a_change_inside_a_change_of_the_frame_keeps_its_copies_until_that_change_returns() -> None:
+def test_a_change_inside_a_change_of_the_frame_keeps_the_mapping_it_replaces_until_that_change_returns() -> None:
     """The pure engine on 3.11: a change made while another change of this thread runs (a
-    finaliser's, run by a collection inside it) adds the copy it takes to the held ones, which
-    the outer change releases when it returns."""
+    finaliser's, run by a collection inside it) takes a copy of the context, which holds the
+    mapping it replaces; the outer change drops the copies when it returns."""
     if sys.version_info >= (3, 12) or accelerator.ACCELERATED:
         pytest.skip("the pure engine's own holding: 3.11 only (the compiled engine keeps the collector off)")
-    slots = vars(state)["_held"].slots
-    held: list[object] = []
-    slots[0] = held  # as inside an outer change, where a collection's finaliser makes these
+    box = vars(state)["_held"].box
+    box[0] = True  # as inside an outer change, where a collection's finaliser makes these
     try:
-        token = state.set_frame(state.current())
-        after_set = len(held)
+        before = state.current()
+        token = state.set_frame(before)
         state.reset_frame(token)
+        held = box[1]
     finally:
-        slots[0] = None
-    assert (after_set, len(held)) == (1, 2)
-    assert all(type(copy) is contextvars.Context for copy in held)
+        box[:] = [False, None]
+    assert len(held) == 2 and all(type(copy) is contextvars.Context for copy in held)
+    assert held[0].get(state.overrides) is before  # the mapping the set replaced

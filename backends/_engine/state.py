@@ -27,7 +27,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from contextvars import Context, ContextVar, copy_context
+from contextvars import ContextVar, copy_context
 
 from . import environment
 from .accelerator import speedups
@@ -57,14 +57,15 @@ current = overrides.get
 # cached path, as decimal's context does after its first getcontext().
 overrides.set(NO_SCOPE)
 
-# CPython gh-148891, on 3.11: ContextVar.set and .reset (and copy_context) read the context's
-# mapping, which only the context holds, across an allocation that can run the garbage collector,
-# whose finalisers (a __del__ that enters a scope, a weakref callback) may set a variable of this
-# same context: that replaces and frees the mapping being read (a crash, or a mapping without the
-# frame). So every change of the frame goes through set_frame/reset_frame. On 3.11 the compiled
-# ones keep the collector off inside the change (no Python code runs there, so no other thread can
-# see it off); the pure ones (below) hold copies of the context, hence the mappings, until the
-# change returns. 3.12+ collects only between bytecodes: there they are the ContextVar's own.
+# CPython gh-148891, on 3.11: ContextVar.set and .reset read the context's mapping, which only the
+# context holds, across allocations that can start the garbage collector, whose finalisers (a
+# __del__ that enters a scope, a weakref callback) may set a variable of this same context: that
+# replaces and frees the mapping being read (a crash, or a mapping without the frame). So every
+# change of the frame goes through set_frame/reset_frame. On 3.11 the compiled ones keep the
+# collector off inside the change (no Python code runs there, so no other thread can see it off);
+# the pure ones (below) let a finaliser's change made inside this thread's change keep the mapping
+# it replaces until that change returns. 3.12+ collects only between bytecodes: there they are the
+# ContextVar's own methods.
 if TYPE_CHECKING or sys.version_info >= (3, 12):
     set_frame, reset_frame = overrides.set, overrides.reset
 elif speedups is not None:
@@ -73,36 +74,35 @@ else:
 
     class _Held(threading.local):
         def __init__(self) -> None:
-            # [the copies holding the mappings replaced while this thread's change runs (None
-            # outside one), a spare Context that only this list holds]
-            self.slots: list[Any] = [None, Context()]
+            # [whether this thread is changing the frame, the copies of the context that hold the
+            # mappings replaced since (None: none yet)]
+            self.box: list[Any] = [False, None]
 
     _held = _Held()  # one for both: a finaliser's reset may run inside a set, and the reverse
 
     def _holding(change: Any) -> Any:
-        """``change`` (the ContextVar's set or reset), holding every mapping it may read.
+        """``change`` (the ContextVar's set or reset), safe from finalisers run inside it.
 
-        A finaliser runs inside the change only from a collection, and no collection starts
-        inside another: so a finaliser's own change just adds its copy to the held ones. The
-        change's first copy must not start a collection itself (copy_context borrows the mapping
-        across an allocation): the spare context, dropped right before it, goes to CPython's
-        free list of contexts, which the copy takes without allocating."""
+        A finaliser runs inside a change only from a collection (or from a release the collection
+        makes). Every mapping the change reads was the context's at some moment of it, so it is freed
+        only if a change made since replaced it: that one, a finaliser's, first takes a copy of the
+        context (of that mapping), held until the outer change returns. (The copy allocates; a
+        collection it starts runs finalisers whose own changes hold their mappings the same way.)"""
 
         def held_change(argument: Any, _change: Any = change, _copy: Any = copy_context, _this: Any = _held) -> Any:
-            slots = _this.slots
-            held = slots[0]
-            if held is not None:  # a finaliser's change, inside one of this thread's
-                held.append(_copy())
+            box = _this.box
+            if box[0]:  # a finaliser's change, inside one of this thread's
+                pins = box[1]
+                if pins is None:
+                    pins = box[1] = []
+                pins.append(_copy())
                 return _change(argument)
-            held = []  # (an allocation may collect: nothing is borrowed yet)
             try:
-                slots[0] = held
-                slots[1] = None
-                held.append(_copy())
+                box[0] = True
                 return _change(argument)
             finally:
-                slots[1] = Context()  # from the free list again, or collecting with the copies held
-                slots[0] = None
+                box[0] = False
+                box[1] = None  # the replaced mappings go (their release may run finalisers: changes of their own)
 
         return held_change
 
