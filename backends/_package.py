@@ -256,7 +256,7 @@ class _Package(_GuardedModule):
         if name.startswith("_"):
             super().__setattr__(name, value)
             return
-        if _refuse_mock(self, name, value):
+        if "unittest.mock" in _sys.modules and _refuse_mock(self, name, value):
             return
         # The import system binding the submodule it imported (`import backends.sync`); a namespace
         # only to itself (`import backends.cudnn` after its sys.modules entry was dropped).

@@ -360,7 +360,7 @@ class Namespace(GuardedModule):
         if name.startswith("_"):
             super().__setattr__(name, value)  # a private name
             return
-        if refuse_mock(self, name, value):
+        if "unittest.mock" in sys.modules and refuse_mock(self, name, value):  # (the test first: assignments are hot)
             return
         flag = self.members.get(name)
         if flag is not None and flag.spelling == "function":
