@@ -326,6 +326,7 @@ def _changed_values(before: SavedDefaults, after: SavedDefaults) -> dict[str, An
 
 #: Per test: where in the test's file each process default was first written while it ran (state.on_write).
 _WRITTEN = pytest.StashKey[dict[str, tuple[str, int]]]()
+_WATCHER = pytest.StashKey[Any]()  # the state.on_write in place before this test's
 
 
 def _record_writes(item: pytest.Item, names: Iterable[str]) -> None:
@@ -389,6 +390,7 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
     item.config.stash[_RUN].item = item
     item.stash[_SETUP_MARK] = _mark()
     item.stash[_WRITTEN] = {}
+    item.stash[_WATCHER] = state.on_write  # (an outer run's, where pytester runs pytest inside a test)
     state.on_write = functools.partial(_record_writes, item)
     if _REGION in item.stash:  # a run before this one of the same item (pytest-rerunfailures): its own
         del item.stash[_REGION]
@@ -474,7 +476,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
         return result
     finally:
         config.stash[_RUN].item = None
-        state.on_write = None
+        state.on_write = item.stash.get(_WATCHER, None)
         if start is not None and settings.strict:
             set_frozen(start.defaults.frozen)
 
