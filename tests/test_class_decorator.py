@@ -502,54 +502,43 @@ def test_debug_of_a_test_that_leaves_a_scope_entered_raises_that_and_leaves_noth
     assert_untouched()
 
 
+LEAKY = """
+import unittest
+import backends
+
+@backends.cudnn.flags(deterministic=True)
+class TestLeaky(unittest.TestCase):
+    def test_a_leaves(self):
+        backends.cudnn.flags(benchmark_limit=99).__enter__()
+
+    def test_b_next(self):
+        assert (backends.cudnn.deterministic, backends.cudnn.benchmark_limit) == (True, 10)
+
+class TestUndecorated(unittest.TestCase):
+    def test_c_after(self):
+        assert (backends.cudnn.deterministic, backends.cudnn.benchmark_limit) == (False, 10)
+"""
+
+
 def test_python_m_unittest_reports_the_test_and_runs_the_rest(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_leaky=textwrap.dedent("""
-        import unittest
-        import backends
-
-        @backends.cudnn.flags(deterministic=True)
-        class Case(unittest.TestCase):
-            def test_a_leaves(self):
-                backends.cudnn.flags(benchmark_limit=99).__enter__()
-
-            def test_b_next(self):
-                assert (backends.cudnn.deterministic, backends.cudnn.benchmark_limit) == (True, 10)
-
-        class Undecorated(unittest.TestCase):
-            def test_c_after(self):
-                assert (backends.cudnn.deterministic, backends.cudnn.benchmark_limit) == (False, 10)
-    """))
+    pytester.makepyfile(test_leaky=LEAKY)
     result = pytester.run(sys.executable, "-m", "unittest", "-v", "test_leaky")
     assert result.ret == 1
     text = result.stderr.str()
-    assert "test_a_leaves (test_leaky.Case.test_a_leaves) ... ERROR" in text
-    assert "test_b_next (test_leaky.Case.test_b_next) ... ok" in text
-    assert "test_c_after (test_leaky.Undecorated.test_c_after) ... ok" in text
+    assert "test_a_leaves (test_leaky.TestLeaky.test_a_leaves) ... ERROR" in text
+    assert "test_b_next (test_leaky.TestLeaky.test_b_next) ... ok" in text
+    assert "test_c_after (test_leaky.TestUndecorated.test_c_after) ... ok" in text
     assert "Ran 3 tests" in text and "FAILED (errors=1)" in text
-    assert "RuntimeError: test_leaky.Case.test_a_leaves left a scope entered" in text
+    assert "RuntimeError: test_leaky.TestLeaky.test_a_leaves left a scope entered" in text
 
 
 def test_under_pytest_the_test_that_leaves_a_scope_entered_errors_and_nothing_leaks(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytester.makeini("[pytest]\n")
-    pytester.makepyfile(test_leaky=textwrap.dedent("""
-        import unittest
-        import backends
-
-        @backends.cudnn.flags(deterministic=True)
-        class TestCase(unittest.TestCase):
-            def test_a_leaves(self):
-                backends.cudnn.flags(benchmark_limit=99).__enter__()
-
-            def test_b_next(self):
-                assert (backends.cudnn.deterministic, backends.cudnn.benchmark_limit) == (True, 10)
-
-        def test_c_after():
-            assert (backends.cudnn.deterministic, backends.cudnn.benchmark_limit) == (False, 10)
-    """))
+    pytester.makepyfile(test_leaky=LEAKY)
     for variable, value in NO_PLUGIN_AUTOLOAD.items():
         monkeypatch.setenv(variable, value)
     result = pytester.runpytest_subprocess(*OUR_PLUGIN, "--backends-leaks=fail", "-W", "error")
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["*RuntimeError: test_leaky.TestCase.test_a_leaves left a scope entered*"])
+    result.stdout.fnmatch_lines(["*RuntimeError: test_leaky.TestLeaky.test_a_leaves left a scope entered*"])
