@@ -36,8 +36,13 @@ from .table import NAMES, Value
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see record.py)
 if TYPE_CHECKING:
     from typing import Any, TypeVar
+    from typing import final as _final
 
     F = TypeVar("F", bound=Callable[..., Any])
+else:
+
+    def _final(cls: type) -> type:  # typing.final, without importing typing: Snapshot refuses subclasses
+        return cls
 
 _set, _reset = state.set_frame, state.reset_frame  # bound once: entry and exit are hot
 _NO_MEMO = (None, None)  # a scope's _memo before its first merge: (values below, merged values)
@@ -609,6 +614,7 @@ def _async_generator(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]
     return wrapper
 
 
+@_final
 class Snapshot(Scope, Mapping[str, Value]):
     """An immutable, hashable, picklable ``Mapping[str, value]`` of every flag by
     dotted name; also a scope that applies all of them (``with snap:``, ``@snap``).
