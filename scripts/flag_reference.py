@@ -69,7 +69,8 @@ def render() -> str:
             "",
             f"- **Takes:** {flag.allowed}",
             f"- **Default:** `{flag.default!r}`",
-            f"- **Environment variable:** {breakable(flag.env_var)}",
+            # Plain: the site's search indexes a name cut by <wbr> as separate words, which finds nothing
+            f"- **Environment variable:** `{flag.env_var}`",
             f"- **Pushed into:** {flag.pushed_into}",
         ]
     lines += [

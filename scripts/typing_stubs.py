@@ -23,8 +23,9 @@ created: a type checker sees none of them. This script writes what the checkers 
   submodule, and it never checks assignments to a module's attributes;
 - ``src/backends/<namespace>/__init__.pyi`` for every namespace: the same members as module
   attributes, for ``import backends.cudnn as cudnn`` and ``import backends.cuda.matmul``
-  (stub-only directories: at run time ``backends`` puts the namespace objects in
-  ``sys.modules``, so the import system never looks there);
+  (at run time ``backends`` puts the namespace objects in ``sys.modules``, so the import
+  system looks there only if that entry is dropped; then it runs the ``__init__.py`` beside
+  the stub, also written here, which puts the namespace back);
 - ``src/backends/_flagvalues.py``: ``FlagValues``, a ``TypedDict`` (``total=False``) of the dotted
   names, a real module so that ``backends.FlagValues`` exists at run time too (imported on
   first use: ``import backends`` does not pay for it).
@@ -517,6 +518,7 @@ def flagvalues_module() -> str:
             "``backends.flags()`` and ``backends.set_defaults()`` take (any subset of the flags).",
             "",
         ),
+        'FlagValues.__module__ = "backends"  # its public path (repr, help(), pickles)',
     ]
     return "\n".join(lines) + "\n"
 
@@ -652,6 +654,28 @@ def griffe_extension() -> object:
     return PublicNamespaces()
 
 
+def restorer(cls: type[Namespace]) -> str:
+    """``backends/<namespace>/__init__.py``: what ``import backends.<namespace>`` runs when the
+    namespace's ``sys.modules`` entry has been dropped. It binds no name: ``importlib.reload`` of
+    the namespace runs it in the namespace's own dict."""
+    name = f"backends.{cls.prefix}"
+    doc = (
+        f"Not a module of its own: ``{name}`` is the namespace object that ``import backends`` makes "
+        f"(type checkers read ``__init__.pyi`` beside this file). This runs only where that entry of "
+        f"``sys.modules`` was dropped (a test helper, a reloader) and ``{name}`` is imported again: it "
+        f"puts the namespace back, so the import gives it, never an empty module."
+    )
+    return "\n".join([
+        HEADER,
+        '"""' + textwrap.fill(doc, LINE - 4) + '"""',
+        "",
+        "# The package's own _package module: its sys.modules entry may be gone too, and importing it",
+        "# again would make other namespaces.",
+        '__import__("sys").modules["backends"]._package.restore_namespace(__name__)',
+        "",
+    ])
+
+
 # -- the files -------------------------------------------------------------------------------
 def render() -> dict[Path, str]:
     files = {
@@ -661,13 +685,14 @@ def render() -> dict[Path, str]:
     }
     for cls in NAMESPACES:
         files[PACKAGE.joinpath(*cls.prefix.split("."), "__init__.pyi")] = mirror_stub(cls)
+        files[PACKAGE.joinpath(*cls.prefix.split("."), "__init__.py")] = restorer(cls)
     return files
 
 
 def generated_on_disk() -> set[Path]:
     """Files under backends/ that carry the header: this script wrote them."""
     found = set()
-    for path in [*PACKAGE.rglob("*.pyi"), PACKAGE / "_flagvalues.py"]:
+    for path in [*PACKAGE.rglob("*.pyi"), *PACKAGE.rglob("__init__.py"), PACKAGE / "_flagvalues.py"]:
         if path.exists() and path.read_text(encoding="utf-8").startswith(HEADER):
             found.add(path)
     return found

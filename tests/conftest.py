@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import collections
 import contextvars
 import functools
 import os
+import re
 from collections.abc import Generator, Iterator
 from typing import Any
 
@@ -31,6 +33,39 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     ):
         config.option.numprocesses = "auto"
         config.option.dist = "worksteal"
+
+
+#: Skip reasons with one cause, by what they say: (pattern, the cause in the summary).
+_SKIP_CAUSES = [
+    (re.compile(r"\(pip install '(scoped-backends\[\w+\])'\)"), "the extra is not installed: pip install '{0}'"),
+    (re.compile(r"\(pip install --group (\w+)\)"), "the development tools are not installed: pip install --group {0}"),
+    (re.compile(r"No module named 'cupy'|CuPy is not installed"),
+     "CuPy is not installed: the GPU tests (tests/gpu/, scripts/gpu_check.sh) and the real-wheel tests (.ci/run)"),
+]
+
+
+def _skip_cause(reason: str) -> str:
+    for pattern, cause in _SKIP_CAUSES:
+        found = pattern.search(reason)
+        if found is not None:
+            return cause.format(*found.groups())
+    return reason
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """The skipped tests, one line per cause with how many (a missing extra or tool, CuPy, ...),
+    instead of one per test and line: pyproject.toml's -r leaves skips out; -rs lists each."""
+    if any(char in config.option.reportchars for char in "saA"):
+        return
+    causes: collections.Counter[str] = collections.Counter()
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = getattr(report, "longrepr", None)
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        causes[_skip_cause(reason.removeprefix("Skipped: "))] += 1
+    if causes:
+        terminalreporter.write_sep("=", f"{sum(causes.values())} skipped, by cause (pytest -rs lists each test)")
+        for cause, count in sorted(causes.items(), key=lambda item: (-item[1], item[0])):
+            terminalreporter.write_line(f"{count:5d}  {cause}")
 
 
 @pytest.fixture(autouse=True)

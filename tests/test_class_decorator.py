@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import sys
 import textwrap
 import unittest
 from collections.abc import Callable
@@ -438,3 +439,106 @@ def test_pytest_collects_decorated_test_cases_and_classes_and_nothing_leaks(
         monkeypatch.setenv(variable, value)
     result = pytester.runpytest_subprocess(*OUR_PLUGIN, "--backends-leaks=fail", "-W", "error")
     result.assert_outcomes(passed=6)
+
+
+# -- a test that leaves a scope entered -------------------------------------------------------------
+
+
+def test_a_test_that_leaves_a_scope_entered_is_that_tests_error_and_the_run_goes_on() -> None:
+    seen: list[tuple[str, tuple[bool, int, bool]]] = []
+
+    @backends.cudnn.flags(deterministic=True)
+    class Case(unittest.TestCase):
+        def test_a_leaves_one(self) -> None:
+            backends.cudnn.flags(benchmark_limit=99).__enter__()
+
+        def test_b_leaves_two_from_set_up(self) -> None:
+            backends.cudnn.flags(benchmark=True).__enter__()
+
+        def setUp(self) -> None:
+            if self._testMethodName == "test_b_leaves_two_from_set_up":
+                backends.flags({"cudnn.benchmark_limit": 5}).__enter__()
+
+        def test_c_next(self) -> None:
+            seen.append(("next", flags()))
+
+        def test_d_assigns_inside_the_class_scope(self) -> None:
+            backends.cudnn.benchmark = True  # the class scope's own entry: undone at its exit, no leak
+            seen.append(("assigned", flags()))
+
+        @unittest.skip("on purpose")
+        def test_e_skipped(self) -> None:
+            raise AssertionError("unreachable")
+
+    result = run_suite(Case)
+    assert len(result.skipped) == 1 and not result.failures  # (3.12+ leaves a skipped test out of testsRun)
+    errors = {case._testMethodName: trace.strip().splitlines()[-1] for case, trace in result.errors}
+    name = f"{Case.__module__}.{Case.__qualname__}"
+    advice = "exit every scope a test enters (`with`, or self.enterContext(scope) in setUp)"
+    assert errors == {
+        "test_a_leaves_one": (
+            f"RuntimeError: {name}.test_a_leaves_one left a scope entered: backends.cudnn.flags(benchmark_limit=99); "
+            f"exited after the test, so the tests after it start without it: {advice}"
+        ),
+        "test_b_leaves_two_from_set_up": (
+            f"RuntimeError: {name}.test_b_leaves_two_from_set_up left 2 scopes entered: "
+            f"backends.flags({{'cudnn.benchmark_limit': 5}}), backends.cudnn.flags(benchmark=True); "
+            f"exited after the test, so the tests after it start without it: {advice}"
+        ),
+    }
+    assert seen == [("next", (True, 10, False)), ("assigned", (True, 10, True))]
+    assert all(not case._cleanups for case in (Case("test_a_leaves_one"), Case("test_e_skipped")))
+    assert_untouched()
+
+
+def test_debug_of_a_test_that_leaves_a_scope_entered_raises_that_and_leaves_nothing_set() -> None:
+    @backends.cudnn.flags(deterministic=True)
+    class Case(unittest.TestCase):
+        def test_leaves(self) -> None:
+            backends.cudnn.flags(benchmark_limit=99).__enter__()
+
+    with pytest.raises(RuntimeError, match=r"test_leaves left a scope entered: backends\.cudnn\.flags"):
+        Case("test_leaves").debug()
+    assert_untouched()
+
+
+LEAKY = """
+import unittest
+import backends
+
+@backends.cudnn.flags(deterministic=True)
+class TestLeaky(unittest.TestCase):
+    def test_a_leaves(self):
+        backends.cudnn.flags(benchmark_limit=99).__enter__()
+
+    def test_b_next(self):
+        assert (backends.cudnn.deterministic, backends.cudnn.benchmark_limit) == (True, 10)
+
+class TestUndecorated(unittest.TestCase):
+    def test_c_after(self):
+        assert (backends.cudnn.deterministic, backends.cudnn.benchmark_limit) == (False, 10)
+"""
+
+
+def test_python_m_unittest_reports_the_test_and_runs_the_rest(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_leaky=LEAKY)
+    result = pytester.run(sys.executable, "-m", "unittest", "-v", "test_leaky")
+    assert result.ret == 1
+    text = result.stderr.str()
+    assert "test_a_leaves (test_leaky.TestLeaky.test_a_leaves) ... ERROR" in text
+    assert "test_b_next (test_leaky.TestLeaky.test_b_next) ... ok" in text
+    assert "test_c_after (test_leaky.TestUndecorated.test_c_after) ... ok" in text
+    assert "Ran 3 tests" in text and "FAILED (errors=1)" in text
+    assert "RuntimeError: test_leaky.TestLeaky.test_a_leaves left a scope entered" in text
+
+
+def test_under_pytest_the_test_that_leaves_a_scope_entered_errors_and_nothing_leaks(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(test_leaky=LEAKY)
+    for variable, value in NO_PLUGIN_AUTOLOAD.items():
+        monkeypatch.setenv(variable, value)
+    result = pytester.runpytest_subprocess(*OUR_PLUGIN, "--backends-leaks=fail", "-W", "error")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*RuntimeError: test_leaky.TestLeaky.test_a_leaves left a scope entered*"])

@@ -73,11 +73,11 @@ def _anchor(flag: backends.Flag) -> str:
     return "flags/#" + flag.name.replace(".", "-").replace("_", "-")
 
 
-#: The flag's name as a user types it: dotted, with ``backends.``, and the attribute alone.
-#: An attribute that more than one flag has (``deterministic``, ``allow_tf32``) finds either.
+#: The flag's name as a user types it: dotted, with ``backends.``, the attribute alone, and its
+#: environment variable. An attribute that more than one flag has (``deterministic``) finds either.
 NAMES: dict[str, set[str]] = {}
 for _flag in backends.FLAGS:
-    for _query in (_flag.name, f"backends.{_flag.name}", _flag.attribute):
+    for _query in (_flag.name, f"backends.{_flag.name}", _flag.attribute, _flag.env_var):
         NAMES.setdefault(_query, set()).add(_anchor(_flag))
 #: A bare word that is also a page's title: the site's search puts a page whose title matches
 #: above every section, so the Benchmarks page comes first and the flag's section right after.

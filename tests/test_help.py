@@ -120,4 +120,87 @@ def test_help_of_the_plan_cache_works_without_cuda() -> None:
 def test_help_of_the_package_names_every_namespace() -> None:
     text = pydoc.render_doc(backends, renderer=pydoc.plaintext)
     for name in ("algorithms", "cuda", "cudnn", "mkl", "mkldnn", "mps", "openmp"):
-        assert f"    {name}\n" in text
+        assert f"    {name} (package)\n" in text  # a package, as torch's are (its folder: the stub, the restorer)
+
+
+# -- public paths and signatures --------------------------------------------------------------------
+
+
+def _public_objects() -> list[tuple[str, object]]:
+    """Every public class and function of ``backends`` and of its namespaces, by public path."""
+    found: list[tuple[str, object]] = []
+    for name in dir(backends):
+        value = getattr(backends, name)
+        if isinstance(value, type) or inspect.isfunction(value):
+            found.append((f"backends.{name}", value))
+    for prefix in NAMESPACES:
+        namespace = resolve(prefix)
+        for name in dir(namespace):
+            value = inspect.getattr_static(namespace, name)
+            value = getattr(value, "__func__", value)
+            if callable(value) and not isinstance(value, (type, Namespace)) and not name.startswith("_"):
+                found.append((f"backends.{prefix}.{name}", value))
+    return found
+
+
+def test_every_public_class_and_function_is_named_by_its_public_path() -> None:
+    """Reprs, tracebacks, help() and pickles by reference name ``backends.UnknownFlagError``, not the
+    module it is defined in (``backends._engine.errors``); the executors' names are public where
+    they are defined (``backends.integrations.executors``)."""
+    import importlib
+    import pickle
+
+    seen = set()
+    for path, value in _public_objects():
+        named = f"{value.__module__}.{value.__qualname__}"  # type: ignore[attr-defined]
+        module = importlib.import_module(value.__module__)  # type: ignore[attr-defined]
+        assert not any(part.startswith("_") for part in named.split(".")), (path, named)
+        resolved = module
+        for part in value.__qualname__.split("."):  # type: ignore[attr-defined]
+            resolved = getattr(resolved, part)
+        assert getattr(resolved, "__func__", resolved) is value, path
+        if inspect.ismethod(resolved):  # a namespace's method: pickled bound, by the namespace
+            assert pickle.loads(pickle.dumps(resolved)) == resolved, path
+        else:
+            assert pickle.loads(pickle.dumps(value)) is value, path
+        seen.add(path)
+    for path in ("backends.UnknownFlagError", "backends.Scope", "backends.Snapshot", "backends.flags",
+                 "backends.set_defaults", "backends.FlagValues", "backends.cudnn.flags", "backends.cuda.matmul.tf32",
+                 "backends.cudnn.is_available"):
+        assert path in seen
+        value = eval(path, {"backends": backends})
+        assert f"{value.__module__}.{value.__qualname__}" == path
+
+
+def test_a_traceback_and_a_repr_name_the_public_path() -> None:
+    import traceback
+
+    with pytest.raises(backends.UnknownFlagError) as raised:
+        backends.cudnn.benchmak  # noqa: B018
+    line = traceback.format_exception_only(raised.type, raised.value)[-1]
+    assert line.startswith("backends.UnknownFlagError: backends.cudnn has no flag or attribute 'benchmak'")
+    assert repr(backends.Scope) == "<class 'backends.Scope'>"
+    assert repr(backends.cuda.matmul.tf32) == "<bound method tf32 of <namespace backends.cuda.matmul>>"
+    assert repr(backends.cudnn.flags).startswith("<function flags at 0x")
+
+
+def test_every_public_callable_shows_its_real_signature() -> None:
+    """help() and inspect.signature(): no ``(*args)`` where the callable takes none of its own
+    (``backends.deterministic()`` takes nothing; ``backends.Thread`` takes threading.Thread's)."""
+    # An exception takes any arguments, as KeyError; run_in_executor passes *args on, as asyncio's
+    variadic = {"backends.UnknownFlagError", "backends.run_in_executor"}
+    for path, value in _public_objects():
+        try:
+            signature = inspect.signature(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):  # a TypedDict, a warning class: types with no signature of their own
+            assert isinstance(value, type), path
+            continue
+        kinds = {parameter.kind for parameter in signature.parameters.values()}
+        if path not in variadic:
+            assert inspect.Parameter.VAR_POSITIONAL not in kinds, (path, signature)
+    assert str(inspect.signature(backends.deterministic)) in ("() -> 'Scope'", "() -> Scope")  # (3.14: unquoted)
+    assert pydoc.render_doc(backends.deterministic, renderer=pydoc.plaintext).splitlines()[2].startswith(
+        "deterministic() -> "
+    )
+    assert "group=None, target=None, name=None" in str(inspect.signature(backends.Thread))
+    assert str(inspect.signature(backends.cudnn.flags)).startswith("(*, enabled=None, benchmark=None")

@@ -514,3 +514,56 @@ def test_run_in_threadpool_carries_the_request_flags_and_run_in_executor_does_no
     assert pooled["cuda.matmul.allow_tf32"] is True and pooled["cudnn.deterministic"] is True
     assert executed == backends.snapshot().to_dict()  # the executor's thread saw only the process defaults
     assert executed["cuda.matmul.allow_tf32"] is False and executed["cudnn.deterministic"] is False
+
+
+def test_ready_counts_the_products_being_computed_not_the_requests_waiting_for_a_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pool of 3 threads and 6 requests, each product held until released: once every body is
+    parsed and 3 products are being computed (the other 3 wait for a thread), ``in_flight`` is 3."""
+    import threading
+
+    import anyio.to_thread
+
+    app = _load_app()
+    parsed, started, release = threading.Semaphore(0), threading.Semaphore(0), threading.Event()
+    parse_body = app.parse_body
+
+    def counted_parse(body: bytes, limit: int) -> Any:
+        job = parse_body(body, limit)
+        parsed.release()
+        return job
+
+    monkeypatch.setattr(app, "parse_body", counted_parse)
+
+    class Held:
+        name, device = "numpy", "cpu"
+
+        @staticmethod
+        def checksum(a: Any, b: Any) -> float:
+            started.release()
+            assert release.wait(REQUEST_TIMEOUT_S)
+            return float((a @ b).sum())
+
+    application = app.create_app(backend=Held())  # type: ignore[arg-type]
+
+    async def main() -> tuple[int, list[int], int]:
+        anyio.to_thread.current_default_thread_limiter().total_tokens = 3  # the pool's size, in this loop
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://app", timeout=REQUEST_TIMEOUT_S) as client:
+            posts = [asyncio.create_task(client.post("/v1/matmul", json={"seed": i, "shape": [2, 2, 2]}))
+                     for i in range(6)]  # fmt: skip
+            for semaphore, count in ((parsed, 6), (started, 3)):  # (waited for in asyncio's own threads)
+                for _ in range(count):
+                    assert await asyncio.to_thread(semaphore.acquire, timeout=REQUEST_TIMEOUT_S)
+            during = (await client.get("/ready")).json()["in_flight"]
+            release.set()
+            statuses = [answer.status_code for answer in await asyncio.gather(*posts)]
+            after = (await client.get("/ready")).json()["in_flight"]
+        return during, statuses, after
+
+    try:
+        during, statuses, after = asyncio.run(main())
+    finally:
+        release.set()
+    assert (during, statuses, after) == (3, [200] * 6, 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -214,10 +215,19 @@ def test_help_describes_the_report_its_options_and_every_json_key(plain_json: di
     result = run_python("-m", "backends", "--help")
     assert result.returncode == 0 and result.stderr == "", result.stderr
     out = result.stdout
-    assert out.startswith("usage: python -m backends [-h] [--json]\n")
+    assert out.startswith("usage: python -m backends [-h] [--json] [--version]\n")
     assert "--json" in out and "self-check of isolation" in out and "exit status: 0 if every self-check passed" in out
     documented = set(re.findall(r"^  (\w+) {2,}", out.split("--json prints one JSON object")[1], re.MULTILINE))
     assert documented == set(plain_json), "the --help epilog and the JSON object disagree on the keys"
+
+
+def test_version_prints_the_version_the_copy_python_and_the_engine_and_exits_0() -> None:
+    result = run_python("-m", "backends", "--version")
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert result.stdout == (
+        f"backends {backends.__version__} ({PACKAGE}), Python {platform.python_version()}, "
+        f"engine: {accelerator.describe()}\n"
+    )
 
 
 @pytest.mark.parametrize("args", [["--bogus"], ["--json", "extra"], ["-x"]])
@@ -225,7 +235,7 @@ def test_an_unknown_option_prints_the_usage_and_exits_2(args: list[str]) -> None
     result = run_python("-m", "backends", *args)
     assert result.returncode == 2
     assert result.stdout == ""
-    assert result.stderr.startswith("usage: python -m backends [-h] [--json]\n")
+    assert result.stderr.startswith("usage: python -m backends [-h] [--json] [--version]\n")
     assert "python -m backends: error: unrecognized arguments: " in result.stderr
     assert "Traceback" not in result.stderr
 
@@ -236,6 +246,7 @@ def test_json_report_has_the_copy_the_engine_every_flag_and_the_checks(plain_jso
     assert data["engine"] == {
         "accelerated": accelerator.ACCELERATED,
         "reason": accelerator.reason or None,
+        "sync_reason": None,
         "description": accelerator.describe(),
     }
     assert data["path"] == str(PACKAGE)

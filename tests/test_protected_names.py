@@ -9,6 +9,8 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable
+from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -189,3 +191,145 @@ def test_a_name_imported_on_first_use_is_refused_alike_before_and_after_that_use
     assert done.stdout.strip() == (
         "True backends.ThreadPoolExecutor is backends.integrations.executors.ThreadPoolExecutor, not a flag"
     ), done.stderr
+
+
+# -- a namespace's sys.modules entry dropped, and imported again ----------------------------------
+
+NAMESPACE_NAMES = [
+    "backends.cudnn", "backends.cudnn.conv", "backends.cuda", "backends.cuda.matmul", "backends.cuda.cufft_plan_cache",
+    "backends.algorithms", "backends.mps", "backends.mkl", "backends.mkldnn", "backends.openmp",
+]
+
+
+@pytest.mark.parametrize("dropped", [*NAMESPACE_NAMES, "every backends.* but backends"])
+def test_importing_a_namespace_whose_sys_modules_entry_was_dropped_gives_the_namespace_back(dropped: str) -> None:
+    """Test isolation helpers and reloaders drop sys.modules entries: the import then runs the
+    namespace folder's __init__.py (beside the stub for type checkers), which puts the namespace
+    back, so every namespace is still itself and an assignment still sets the flag."""
+    code = f"""
+import importlib, sys, warnings
+warnings.simplefilter("error")  # an ImportWarning (a child module the parent refused) too
+import backends
+names = {NAMESPACE_NAMES!r}
+real = {{name: sys.modules[name] for name in names}}
+dropped = {dropped!r}
+for name in [n for n in sys.modules if n.startswith("backends.")] if dropped.startswith("every") else [dropped]:
+    del sys.modules[name]
+for name in names:
+    exec(f"import {{name}}")
+    assert importlib.import_module(name) is real[name] is sys.modules[name], name
+    assert eval(name, {{"backends": backends}}) is real[name], name
+from backends.cuda import matmul
+from backends.cudnn import conv
+assert (matmul, conv) == (real["backends.cuda.matmul"], real["backends.cudnn.conv"])
+backends.cudnn.enabled = False
+backends.cuda.matmul.allow_tf32 = True
+backends.algorithms.deterministic = True
+snap = backends.snapshot()
+print(snap["cudnn.enabled"], snap["cuda.matmul.allow_tf32"], snap["algorithms.deterministic"])
+try:
+    backends.mps.enabled = True
+except AttributeError as error:
+    print(type(error).__name__)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True", "True", "UnknownFlagError"]
+
+
+def test_reloading_a_namespace_keeps_it_and_adds_no_public_name() -> None:
+    code = (  # (a child: a reload under pytest runs its assertion-rewritten code, which adds names)
+        "import importlib, sys, backends\n"
+        "cudnn = backends.cudnn\n"
+        "before = {n for n in vars(cudnn) if not n.startswith('_')}\n"
+        "assert importlib.reload(cudnn) is cudnn is sys.modules['backends.cudnn'] is backends.cudnn\n"
+        "assert {n for n in vars(cudnn) if not n.startswith('_')} == before\n"
+        "cudnn.benchmark = True\n"
+        "print(backends.snapshot()['cudnn.benchmark'])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout == "True\n", done.stderr
+
+
+def test_a_namespace_name_is_bound_only_to_the_namespace_itself() -> None:
+    """Even a module that sys.modules has under the namespace's name (where the import system's
+    binding of a submodule would be admitted) does not replace the namespace."""
+    import types
+
+    namespace, impostor = sys.modules["backends.cudnn"], types.ModuleType("backends.cudnn")
+    sys.modules["backends.cudnn"] = impostor
+    try:
+        refused(lambda: setattr(backends, "cudnn", impostor), backends, ("backends.cudnn is a namespace, not a flag",))
+        refused(lambda: setattr(cuda, "matmul", impostor), cuda, ("backends.cuda.matmul is a namespace, not a flag",))
+    finally:
+        sys.modules["backends.cudnn"] = namespace
+    backends.cudnn = namespace  # the import system's binding of the namespace itself: a no-op
+    cuda.matmul = cuda.matmul
+    assert backends.cudnn is namespace and "matmul" not in vars(cuda)
+
+
+# -- unittest.mock ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("patcher", "fragments"),
+    [
+        (lambda: mock.patch.object(cudnn, "benchmark", True), (
+            "unittest.mock cannot patch backends.cudnn.benchmark: it is a flag, which mock would set process-wide "
+            "and could not put back", "`with backends.cudnn.flags(benchmark=True):`",
+            "@backends.cudnn.flags(benchmark=True) on the test or its TestCase class",
+            "the backends_flags fixture or @pytest.mark.backends({'cudnn.benchmark': True})")),
+        (lambda: mock.patch("backends.cuda.matmul.allow_tf32", False), (
+            "cannot patch backends.cuda.matmul.allow_tf32: it is a flag",
+            "`with backends.cuda.matmul.flags(allow_tf32=False):`")),
+        (lambda: mock.patch.object(cudnn.conv, "fp32_precision", "tf32"), (
+            "cannot patch backends.cudnn.conv.fp32_precision: it is a flag view",
+            "`with backends.cudnn.flags(allow_tf32=True):`")),
+        (lambda: mock.patch.object(cudnn, "benchmark"), (  # a MagicMock: no value to show
+            "`with backends.cudnn.flags(benchmark=...):`",)),
+        (lambda: mock.patch.multiple(cudnn, benchmark=True, deterministic=True), ("cannot patch backends.cudnn.",)),
+        (lambda: mock.patch.object(cuda, "is_available", lambda: True), (
+            "unittest.mock cannot patch backends.cuda.is_available: backends.cuda.is_available is a function",
+            "(with unittest.mock: mock.patch.dict(vars(backends.cuda), {'is_available': ...}))")),
+        (lambda: mock.patch.object(backends, "describe", lambda: []), (
+            "unittest.mock cannot patch backends.describe: backends.describe is a function",
+            "mock.patch.dict(vars(backends), {'describe': ...})")),
+        (lambda: mock.patch.object(backends, "cudnn", None), (
+            "unittest.mock cannot patch backends.cudnn: backends.cudnn is a namespace, not a flag",)),
+    ],
+    ids=["flag", "flag-by-name", "view", "magicmock", "multiple", "namespace-function", "package-function",
+         "namespace"],
+)
+def test_mock_patch_of_a_public_name_is_refused_when_it_patches_and_changes_nothing(
+    patcher: Callable[[], Any], fragments: tuple[str, ...]
+) -> None:
+    before = backends.snapshot()
+    functions = (backends.cuda.is_available, backends.describe, backends.cudnn)
+    with pytest.raises(AttributeError) as raised, patcher():
+        pytest.fail("patched")
+    for fragment in fragments:
+        assert fragment in str(raised.value)
+    assert raised.value.__context__ is None  # not masked by mock's undo at its exit
+    assert backends.snapshot() == before and {r.source for r in backends.describe()} == {"default"}
+    assert (backends.cuda.is_available, backends.describe, backends.cudnn) == functions
+
+    @patcher()
+    def decorated() -> None:
+        pytest.fail("patched")
+
+    with pytest.raises(AttributeError):
+        decorated()
+    assert backends.snapshot() == before
+
+
+def test_mock_patch_dict_on_a_namespace_replaces_a_function_and_undoes_it() -> None:
+    real = backends.cuda.is_available
+    with mock.patch.dict(vars(backends.cuda), {"is_available": lambda: "patched"}):
+        assert backends.cuda.is_available() == "patched"
+    assert backends.cuda.is_available is real and "is_available" not in vars(backends.cuda)
+
+
+def test_private_names_are_still_patched_by_mock() -> None:
+    with mock.patch.object(cudnn, "_scratch", 1, create=True):
+        assert cudnn._scratch == 1  # type: ignore[attr-defined]
+    assert not hasattr(cudnn, "_scratch")

@@ -499,6 +499,51 @@ def test_import_time_leak_is_reported_once_naming_the_module(pytester: pytest.Py
     assert "test_beta" not in reports[0]
 
 
+def test_a_leak_warning_points_at_the_tests_line_that_changed_the_default_and_names_its_namespace(
+    pytester: pytest.Pytester,
+) -> None:
+    """The warning's location is the test's line that changed the default (that called the helper
+    that did), else the test's def line (a scope left entered); the advice is the scope of the
+    changed flags' namespace (backends.flags({...}) for several namespaces)."""
+    _ini(pytester)
+    pytester.makepyfile(
+        test_where=_source(
+            """
+            import backends
+
+
+            def test_matmul():
+                x = 1
+                backends.cuda.matmul.allow_tf32 = True
+                x += 1
+
+
+            def helper():
+                backends.set_defaults({"cudnn.benchmark": True, "cuda.preferred_linalg_library": "magma"})
+
+
+            def test_through_a_helper():
+                helper()
+
+
+            def test_a_scope_left_entered():
+                backends.cudnn.flags(deterministic=True).__enter__()
+            """
+        )
+    )
+    result = _run(pytester, "-W", "always")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines([
+        "*test_where.py:6: BackendsLeakWarning: test_where.py::test_matmul changed process defaults and did not "
+        "restore them: cuda.matmul.allow_tf32: False -> True; use a scope (`with backends.cuda.matmul.flags("
+        "allow_tf32=True):`), @pytest.mark.backends({'cuda.matmul.allow_tf32': True}) or the backends_flags "
+        "fixture instead",
+        "*test_where.py:15: BackendsLeakWarning: test_where.py::test_through_a_helper changed process defaults*; "
+        "use a scope (`with backends.flags({'cudnn.benchmark': True, 'cuda.preferred_linalg_library': 'magma'}):`)*",
+        "*test_where.py:18: BackendsLeakWarning: test_where.py::test_a_scope_left_entered left a scope entered*",
+    ])
+
+
 # --------------------------------------------------------------------------------------------
 # 4. Strict mode
 # --------------------------------------------------------------------------------------------
@@ -1519,7 +1564,8 @@ def test_a_leak_found_after_ctrl_c_stopped_the_run_is_a_warning_with_no_tracebac
 
 def test_strict_mode_failures_show_no_plugin_frame(pytester: pytest.Pytester) -> None:
     """A bare assignment under --backends-strict, in a test or in a fixture of a conftest.py (where
-    pytest shows every frame between the hook and the fixture): the user's frames only."""
+    pytest shows every frame between the hook and the fixture): the user's frames only, none of the
+    plugin's or the engine's, so each traceback ends at the user's line."""
     _ini(pytester)
     pytester.makeconftest(
         _source(
@@ -1557,13 +1603,36 @@ def test_strict_mode_failures_show_no_plugin_frame(pytester: pytest.Pytester) ->
 
             def test_in_a_module_fixture(module_assigns):
                 pass
+
+
+            def test_a_view():
+                backends.cuda.matmul.fp32_precision = "tf32"
+
+
+            def test_torch_spellings():
+                backends.use_deterministic_algorithms(True)
+
+
+            def test_a_bad_value_in_a_scope():
+                with backends.cudnn.flags():
+                    backends.cudnn.benchmark_limit = "x"
             """
         )
     )
     result = _run(pytester, "--backends-strict")
-    result.assert_outcomes(failed=1, errors=2)
+    result.assert_outcomes(failed=4, errors=2)
     output = result.stdout.str()
     assert "pytest_plugin.py" not in output, output
+    assert f"{os.sep}backends{os.sep}" not in output, output  # no frame of the package at all
+    result.stdout.fnmatch_lines([
+        ">       backends.cudnn.benchmark = True", "*", "E * RuntimeError: global flags are disabled (backends."
+        "disable_global_flags(), or pytest's --backends-strict), so backends.cudnn.benchmark cannot be*",
+        "", "test_strict_failures.py:5: RuntimeError",
+    ])
+    result.stdout.fnmatch_lines(['>       backends.cuda.matmul.fp32_precision = "tf32"', "*", "E * RuntimeError:*"])
+    result.stdout.fnmatch_lines([">       backends.use_deterministic_algorithms(True)", "E * RuntimeError:*"])
+    result.stdout.fnmatch_lines(['>           backends.cudnn.benchmark_limit = "x"', "*", "E * TypeError: cudnn."
+                                 "benchmark_limit must be an int >= 0, got 'x' (str)"])
     result.stdout.fnmatch_lines(["*ERROR at setup of test_in_a_fixture*", "*def assigns():", "conftest.py:*"])
     for flag in ("cudnn.benchmark", "cudnn.deterministic", "cudnn.benchmark_limit"):
         result.stdout.fnmatch_lines([f"E * RuntimeError: global flags are disabled *backends.{flag} cannot be*"])

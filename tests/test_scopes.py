@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import inspect
 import threading
+import types
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 
@@ -880,3 +883,67 @@ def test_aenter_awaitable_refuses_a_non_none_send_as_a_just_started_coroutine_do
         step.send(5)
     assert backends.cudnn.deterministic is False
     step.close()
+
+
+# -- Scope cannot be subclassed --------------------------------------------------------------------
+
+
+class _Mixin:
+    pass
+
+
+@pytest.mark.parametrize(
+    ("make", "base"),
+    [
+        (lambda: type("Traced", (backends.Scope,), {}), "Scope"),
+        (lambda: type("Traced", (_Mixin, backends.Scope), {"__enter__": lambda self: self}), "Scope"),
+        (lambda: type("Traced", (backends.Snapshot,), {"__slots__": ()}), "Snapshot"),
+        (lambda: types.new_class("Traced", (backends.Scope,), {"extra": 1}), "Scope"),  # a keyword too
+    ],
+    ids=["class", "mixin-with-enter", "snapshot", "new_class-with-a-keyword"],
+)
+def test_subclassing_scope_raises_type_error_saying_what_to_do_instead(make: Any, base: str) -> None:
+    """Both engines enter and exit a scope calling no override (the compiled one in C on every
+    path, sync and async), and scopes are shared objects: a subclass is refused where it is made."""
+    with pytest.raises(TypeError) as raised:
+        make()
+    message = str(raised.value)
+    del raised  # its traceback holds the refused class (the frame of __init_subclass__)
+    assert message.startswith(f"backends.{base} cannot be subclassed (class Traced): ")
+    assert "write a context manager that enters one, e.g. @contextlib.contextmanager" in message
+    gc.collect()  # the refused class object, if anything still held it
+    assert backends.Scope.__subclasses__() == [backends.Snapshot]
+    assert backends.Snapshot.__subclasses__() == []
+
+
+def test_the_advised_wrapper_runs_around_every_protocol_path() -> None:
+    """What the refusal advises: a context manager that enters a scope gets its own code around
+    the scope on `with`, `async with` (through contextlib's async form) and as a decorator."""
+    calls: list[str] = []
+
+    @contextlib.contextmanager
+    def traced() -> Iterator[None]:
+        calls.append("enter")
+        with backends.cudnn.flags(deterministic=True):
+            yield
+        calls.append("exit")
+
+    @contextlib.asynccontextmanager
+    async def traced_async() -> AsyncIterator[None]:
+        with traced():
+            yield
+
+    @traced()
+    def decorated() -> bool:
+        return cudnn.deterministic
+
+    with traced():
+        assert cudnn.deterministic
+    assert decorated()
+
+    async def main() -> bool:
+        async with traced_async():
+            return cudnn.deterministic
+
+    assert asyncio.run(main())
+    assert calls == ["enter", "exit"] * 3 and not cudnn.deterministic

@@ -32,3 +32,39 @@ def test_a_plain_pytest_runs_on_every_core_and_a_run_given_paths_or_n_0_in_one_p
     assert f"created: {os.cpu_count()}/{os.cpu_count()} workers" in run_none()
     for args in (["tests/test_flags.py"], ["-n", "0"]):
         assert "workers" not in run_none(*args), args
+
+
+def test_skips_are_summed_up_by_cause_at_the_end_and_listed_one_by_one_only_with_rs() -> None:
+    """A plain run ends with one line per cause of its skips (a missing extra or tool, CuPy), not
+    one per test; ``-rs`` lists each test as pytest does."""
+    from tests.conftest import _skip_cause
+
+    assert _skip_cause("ray is not installed (pip install 'scoped-backends[ray]')") == (
+        "the extra is not installed: pip install 'scoped-backends[ray]'"
+    )
+    assert _skip_cause("Skipped: mypy is missing (pip install --group typing)").endswith("pip install --group typing")
+    assert _skip_cause("could not import 'cupy': No module named 'cupy'").startswith("CuPy is not installed: ")
+    assert _skip_cause("needs a debug CPython (python3.X-dbg)") == "needs a debug CPython (python3.X-dbg)"
+    code = (
+        "import pytest\n"
+        "def test_a(): pytest.skip('needs a debug CPython (python3.X-dbg)')\n"
+        "def test_b(): pytest.skip('ray is not installed (pip install \\'scoped-backends[ray]\\')')\n"
+        "def test_c(): pytest.skip('ray is not installed (pip install \\'scoped-backends[ray]\\')')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "BACKENDS_"))}
+    test = ROOT / "tests" / f"test_zz_skip_summary_probe_{os.getpid()}.py"  # under tests/: its conftest.py applies
+    test.write_text(code, encoding="utf-8")
+    try:
+        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", str(test)]
+        runs = [
+            subprocess.run([*command, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300).stdout
+            for args in ([], ["-rs"])
+        ]
+    finally:
+        test.unlink()
+    plain, listed = (out.splitlines() for out in runs)
+    assert "3 skipped, by cause (pytest -rs lists each test)" in "".join(plain)
+    assert "    2  the extra is not installed: pip install 'scoped-backends[ray]'" in plain
+    assert "    1  needs a debug CPython (python3.X-dbg)" in plain
+    assert not any(line.startswith("SKIPPED") for line in plain)
+    assert sum(line.startswith("SKIPPED") for line in listed) == 3 and "by cause" not in "".join(listed)

@@ -181,8 +181,8 @@ def test_the_namespace_stubs_declare_exactly_the_runtime_members() -> None:
         mirror = PACKAGE.joinpath(*cls.prefix.split("."), "__init__.pyi")
         assert _declared(_stub(mirror).body) == public, mirror
         assert sorted(p.name for p in mirror.parent.iterdir() if p.name != "__pycache__") == sorted(
-            ["__init__.pyi", *(child for child in vars(cls) if isinstance(vars(cls)[child], Namespace))]
-        ), f"{mirror.parent}: stub-only, holding __init__.pyi and the directories of the child namespaces"
+            ["__init__.py", "__init__.pyi", *(child for child in vars(cls) if isinstance(vars(cls)[child], Namespace))]
+        ), f"{mirror.parent}: the stub, the restorer (__init__.py) and the directories of the child namespaces"
 
 
 # -- stubtest ----------------------------------------------------------------------------------

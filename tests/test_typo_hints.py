@@ -90,3 +90,27 @@ def test_an_unknown_name_error_says_where_it_looked_and_leaves_the_name_unset() 
             getattr(owner, name)
         assert raised.value.obj is owner
         assert raised.value.name is None  # Python adds its own suggestion where it is set
+
+
+#: torch's names for what is spelt otherwise here: (statement, what the message says to write instead)
+TORCH_NAMES = [
+    ("backends.set_float32_matmul_precision('high')",
+     "torch.set_float32_matmul_precision() sets torch's own float32 matmul precision; here assign "
+     "backends.cuda.matmul.fp32_precision = 'tf32' (torch's 'high' or 'medium') or 'ieee' (torch's 'highest'), "
+     "or scope it: with backends.cuda.matmul.flags(allow_tf32=True)"),
+    ("backends.get_float32_matmul_precision()", "here read backends.cuda.matmul.fp32_precision ('tf32' or 'ieee'"),
+    ("backends.fp32_precision", "torch.backends.fp32_precision sets every library's float32 precision at once; here "
+     "each has its own: backends.cuda.matmul.fp32_precision and backends.cudnn.conv.fp32_precision"),
+    ("backends.fp32_precision = 'tf32'", "here each has its own: backends.cuda.matmul.fp32_precision"),
+    ("backends.flags({'fp32_precision': 'tf32'})", "views of the flags cuda.matmul.allow_tf32 and cudnn.allow_tf32"),
+]
+
+
+@pytest.mark.parametrize("engine", ["compiled", "pure"])
+@pytest.mark.parametrize(("statement", "hint"), TORCH_NAMES, ids=[t[0] for t in TORCH_NAMES])
+def test_a_torch_name_spelt_otherwise_here_says_the_spelling_and_suggests_nothing_else(
+    statement: str, hint: str, engine: str
+) -> None:
+    formatted, last, printed = run(statement, engine)
+    assert last.startswith("backends.UnknownFlagError: ") and hint in last, last
+    assert formatted == 0 and "did you mean" not in printed.lower(), printed

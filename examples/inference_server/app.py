@@ -28,6 +28,7 @@ import math
 import os
 import re
 import reprlib
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -378,6 +379,26 @@ def compute(job: Job, backend: Backend) -> tuple[float, dict[str, object]]:
     return checksum, backends.snapshot().to_dict()
 
 
+class InFlight:
+    """Products being computed now, for ``GET /ready``: counted in the worker thread from the start
+    of the product to its end, so a request waiting for a free thread of the pool is not counted
+    (at most the pool's size, 40 with Starlette's default)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # the pool's threads count at once
+        self.count = 0
+
+    def compute(self, job: Job, backend: Backend) -> tuple[float, dict[str, object]]:
+        """``compute(job, backend)``, counted while it runs."""
+        with self._lock:
+            self.count += 1
+        try:
+            return compute(job, backend)
+        finally:
+            with self._lock:
+                self.count -= 1
+
+
 async def read_body(request: Request, max_bytes: int) -> bytes:
     """The body, refused with 413 as soon as it is known to exceed ``max_bytes``: from the
     Content-Length header before reading anything, or while streaming a chunked body."""
@@ -412,10 +433,9 @@ def create_app(
     element_limit = max_elements_from_env() if max_elements is None else max_elements
     body_limit = max_body_bytes_from_env() if max_body_bytes is None else max_body_bytes
     chosen = choose_backend() if backend is None else backend
-    in_flight = 0  # products being computed now (only the event loop's thread changes it)
+    in_flight = InFlight()
 
     async def matmul(request: Request) -> Response:
-        nonlocal in_flight
         if not _is_json(request.headers.get("content-type")):
             raise ApiError(415, "unsupported_media_type", "send the body as Content-Type: application/json")
         body = await read_body(request, body_limit)
@@ -423,13 +443,10 @@ def create_app(
         with request_scope(job.options):
             # run_in_threadpool runs compute() in a copy of this task's context: the scope just
             # entered holds in the worker thread, and the event loop serves other requests meanwhile.
-            in_flight += 1
             try:
-                checksum, flags = await run_in_threadpool(compute, job, chosen)
+                checksum, flags = await run_in_threadpool(in_flight.compute, job, chosen)
             except MemoryError:  # cupy's OutOfMemoryError is one too
                 raise ApiError(503, "out_of_memory", "not enough memory for this product now; retry later") from None
-            finally:
-                in_flight -= 1
         if not math.isfinite(checksum):
             message = f"the product overflowed float32 (its checksum is {checksum}); scale the inputs down"
             raise _invalid("non_finite_result", None, message)
@@ -443,7 +460,7 @@ def create_app(
         return SafeJSONResponse({"status": "ok"})
 
     async def ready(request: Request) -> Response:
-        answer = {"status": "ready", "backend": chosen.name, "device": chosen.device, "in_flight": in_flight}
+        answer = {"status": "ready", "backend": chosen.name, "device": chosen.device, "in_flight": in_flight.count}
         return SafeJSONResponse(answer)
 
     async def refused(request: Request, exc: Exception) -> Response:

@@ -438,6 +438,8 @@ import backends fail, 2 for a bad option.
   version              backends.__version__
   engine               {"accelerated": the compiled accelerator is in use,
                         "reason": why the pure-Python engine is in use (null when accelerated),
+                        "sync_reason": why the sync layer runs in pure Python while the
+                        compiled engine runs (null otherwise),
                         "description": the engine line of the text report}
   path                 the folder of the backends imported (backends.__file__'s)
   flags                one {"name", "value", "source", "variable", "note"} per flag, as
@@ -453,6 +455,16 @@ import backends fail, 2 for a bad option.
   passed               the exit status is 0: every self-check passed, and import backends works
                        with these variables
 """
+
+
+def engine_line() -> str:
+    """Which engine runs, and why: ``accelerator.describe()``, and where the compiled engine runs
+    but the sync layer's compiled module is not used, why not."""
+    line = accelerator.describe()
+    layer = sys.modules["backends.sync"]
+    if accelerator.ACCELERATED and layer.compiled() is None:
+        line += f"; the sync layer runs in pure Python ({layer.reason})"
+    return line
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -471,6 +483,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object (keys below)")
+    version = f"backends {backends.__version__} ({PATH}), Python {platform.python_version()}, engine: {engine_line()}"
+    parser.add_argument(
+        "--version", action="version", version=version,
+        help="print the version, where it is imported from and the engine, and exit",
+    )
     options = parser.parse_args(argv)
 
     flags, ignored, available = flag_rows(), ignored_variables(), availability()
@@ -484,7 +501,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "engine": {
                 "accelerated": accelerator.ACCELERATED,
                 "reason": accelerator.reason or None,
-                "description": accelerator.describe(),
+                "sync_reason": (sys.modules["backends.sync"].compiled() is None and accelerator.ACCELERATED
+                                and sys.modules["backends.sync"].reason) or None,
+                "description": engine_line(),
             },
             "path": PATH,
             "flags": flags,
@@ -496,7 +515,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         }, indent=2))
         return 0 if passed else 1
 
-    print(f"backends {backends.__version__}, engine: {accelerator.describe()}")
+    print(f"backends {backends.__version__}, engine: {engine_line()}")
     print(f"imported from {PATH}")
     print("\nFlags in this context (backends.describe())")
     print("\n".join(flag_report(flags)))

@@ -28,3 +28,4 @@ FlagValues = TypedDict(
 )
 """Dotted flag names to values, e.g. ``{"cudnn.deterministic": True}``: what ``backends.flags()`` and
 ``backends.set_defaults()`` take (any subset of the flags)."""
+FlagValues.__module__ = "backends"  # its public path (repr, help(), pickles)

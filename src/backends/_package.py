@@ -8,13 +8,16 @@ the names this module gives the package.
 
 from __future__ import annotations
 
+import os as _os
 import sys as _sys
 from types import ModuleType as _ModuleType
 
 # `X as X`: re-exported (the package, and its stub __init__.pyi, import them from here).
 from ._engine.errors import UnknownFlagError as UnknownFlagError
 from ._engine.namespace import GuardedModule as _GuardedModule
+from ._engine.namespace import Namespace as _Namespace
 from ._engine.namespace import not_a_flag as _not_a_flag
+from ._engine.namespace import refuse_mock as _refuse_mock
 from ._engine.scope import Bound as Bound
 from ._engine.scope import Scope as Scope
 from ._engine.scope import Snapshot as Snapshot
@@ -70,10 +73,26 @@ def _name_bound_flags_in_dask(_dask: _ModuleType) -> None:
 
 _when_imported("dask", _name_bound_flags_in_dask)
 
-# `import backends.cudnn` and `from backends.cuda import matmul` work like torch's modules.
-for _ns in (cudnn, cudnn.conv, cuda, cuda.matmul, cuda.cufft_plan_cache, algorithms, mps, mkl, mkldnn, openmp):
+# `import backends.cudnn` and `from backends.cuda import matmul` work like torch's modules. Each
+# namespace is a package whose folder holds its stub for type checkers, and an __init__.py that
+# runs only if the namespace's sys.modules entry is dropped (test helpers, reloaders) and it is
+# imported again: it puts the namespace back (restore_namespace), so the import gives it.
+_NAMESPACES = (cudnn, cudnn.conv, cuda, cuda.matmul, cuda.cufft_plan_cache, algorithms, mps, mkl, mkldnn, openmp)
+for _ns in _NAMESPACES:
     _sys.modules[_ns.__name__] = _ns
+    _ns.__path__ = [_os.path.join(_folder, *_ns.prefix.split(".")) for _folder in _sys.modules[_PACKAGE].__path__]
 del _ns
+
+
+def restore_namespace(name: str) -> None:
+    """Put the namespace ``name`` (``"backends.cuda.matmul"``) back in ``sys.modules``: the object
+    the package holds, which cannot be replaced."""
+    namespace: object = _sys.modules[_PACKAGE]
+    for part in name.split(".")[1:]:
+        namespace = vars(namespace)[part] if part in vars(namespace) else vars(type(namespace))[part]
+    if namespace not in _NAMESPACES:
+        raise ImportError(f"{name} is not a namespace of backends", name=name)
+    _sys.modules[name] = namespace
 
 _DETERMINISTIC = Scope(
     {
@@ -105,6 +124,7 @@ def deterministic(*args: object) -> Scope:
 
 
 def _strict_bool(function: str, argument: str, position: str, value: object) -> bool:
+    __tracebackhide__ = True  # see _engine/state.py's assign_checked
     # What torch's argument parser takes for a bool: bool and numpy.bool_ (by identity: no import)
     kind = type(value)
     numpy = _sys.modules.get("numpy")
@@ -128,6 +148,7 @@ def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None
             is refused).
         RuntimeError: outside a scope while ``disable_global_flags()`` is in force.
     """
+    __tracebackhide__ = True  # see _engine/state.py's assign_checked
     mode = _strict_bool("backends.use_deterministic_algorithms", "mode", " (position 1)", mode)
     warn_only = _strict_bool("backends.use_deterministic_algorithms", "warn_only", "", warn_only)
     _assign_checked({"algorithms.deterministic": mode, "algorithms.warn_only": mode and warn_only})
@@ -211,9 +232,9 @@ def package_dir() -> list[str]:
 def _unknown(name: str, assigning: bool = False) -> UnknownFlagError:
     """The error for reading (or assigning) a name ``backends`` does not have: why, where torch
     has it and this project does not scope it, else the closest public name."""
-    from ._engine.errors import did_you_mean, not_scoped
+    from ._engine.errors import did_you_mean, not_scoped, torch_spelling
 
-    hint = not_scoped(name)
+    hint = not_scoped(name) or torch_spelling(name)
     if not hint:
         hint = did_you_mean(name, package_dir())
         if assigning:
@@ -232,8 +253,19 @@ class _Package(_GuardedModule):
 
     def __setattr__(self, name: str, value: object) -> None:
         name = str.__str__(name)  # a plain str: a subclass's own methods never run
-        # A private name; or the import system binding the submodule it imported (`import backends.sync`).
-        if name.startswith("_") or (isinstance(value, _ModuleType) and _sys.modules.get(f"{_PACKAGE}.{name}") is value):
+        if name.startswith("_"):
+            super().__setattr__(name, value)
+            return
+        if "unittest.mock" in _sys.modules and _refuse_mock(self, name, value):
+            return
+        # The import system binding the submodule it imported (`import backends.sync`); a namespace
+        # only to itself (`import backends.cudnn` after its sys.modules entry was dropped).
+        current = vars(self).get(name)
+        if (
+            isinstance(value, _ModuleType)
+            and _sys.modules.get(f"{_PACKAGE}.{name}") is value
+            and (current is value or not isinstance(current, _Namespace))
+        ):
             super().__setattr__(name, value)
             return
         raise self._refused(name, "assigned")
@@ -248,12 +280,22 @@ class _Package(_GuardedModule):
         return _unknown(name, assigning=done == "assigned")
 
 
-# Defined here, public as the package's: named as before (repr, pickling by reference, help()).
+# Defined here or in the engine, public as the package's: named by their public path in reprs,
+# tracebacks (backends.UnknownFlagError: ...), help() and pickles by reference.
 for _defined in (
     deterministic, describe, disable_global_flags, enable_global_flags, flags_frozen, use_deterministic_algorithms,
     are_deterministic_algorithms_enabled, is_deterministic_algorithms_warn_only_enabled,
+    Bound, Flag, FlagRow, Scope, Snapshot, UnknownFlagError, bind, flags, reset_defaults, set_defaults, snapshot,
 ):
     _defined.__module__ = _PACKAGE
 del _defined
+
+
+def _deterministic_signature() -> Scope:  # deterministic()'s, for help() and inspect.signature()
+    raise NotImplementedError
+
+
+# It takes *args only to say what to write instead of @backends.deterministic without parentheses.
+deterministic.__wrapped__ = _deterministic_signature  # type: ignore[attr-defined]
 
 _sys.modules[_PACKAGE].__class__ = _Package

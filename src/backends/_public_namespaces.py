@@ -102,6 +102,7 @@ class PlanCacheView:
 
     @max_size.setter
     def max_size(self, value: SupportsIndex) -> None:
+        __tracebackhide__ = True  # see _engine/state.py's assign_checked
         assign("cuda.cufft_plan_cache.max_size", value)
 
     @property
@@ -168,6 +169,7 @@ class Cuda(Namespace):
         """torch's shape: with no argument, the effective ``cuda.preferred_linalg_library``;
         with one (``"default"``, ``"cusolver"`` or ``"magma"``), assign it (as attribute
         assignment does) and return it. Raises ``TypeError``/``ValueError`` for bad input."""
+        __tracebackhide__ = True  # see _engine/state.py's assign_checked
         if backend is not None:
             assign("cuda.preferred_linalg_library", backend)
         return read("cuda.preferred_linalg_library")  # type: ignore[return-value]

@@ -31,6 +31,11 @@
 #include <Python.h>
 #include <stddef.h> /* offsetof: Python.h no longer includes it in 3.13 */
 
+/* The version of the interface between this file and the Python code that uses it, stored as the
+ * module's INTERFACE: the Python code (backends/_engine/accelerator.py, INTERFACES) leaves a
+ * module built for another one unused. Bump both with any change of what one expects of the other. */
+#define BACKENDS_INTERFACE 1
+
 #ifdef Py_GIL_DISABLED
 #error "the accelerator relies on the GIL: a free-threaded CPython uses the pure-Python engine"
 #endif
@@ -367,6 +372,59 @@ values_over(engine_state *st, ScopeCore *self, PyObject *below, PyObject *alone,
     return 0;
 }
 
+/* CPython gh-148891, on 3.11: PyContextVar_Set and _Reset build the context's new mapping from
+ * its old one, which only the context holds, and an allocation on the way can run the garbage
+ * collector, whose finalisers (a __del__ that enters a scope) may set a variable of the same
+ * context: that replaces and frees the mapping being read (a crash, or a mapping without the
+ * frame). Around each change of the frame, hold() keeps the collector off, so no finaliser runs
+ * inside it, and holds a copy of the context, so the old mapping is released only in release(),
+ * with the collector back on (a value only it held may have a finaliser). No Python code runs in
+ * between, so no other thread can see the collector off. Nothing on 3.12+, which collects only
+ * between bytecodes. */
+typedef struct {
+    PyObject *pinned;
+    int collector_was_on;
+} Held;
+
+static void
+release(Held *held)
+{
+    if (held->collector_was_on) {
+        PyGC_Enable();
+    }
+    Py_XDECREF(held->pinned);
+}
+
+static int
+hold(Held *held)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    held->collector_was_on = PyGC_Disable(); /* first: the copy itself may allocate */
+    held->pinned = PyContext_CopyCurrent();
+    if (held->pinned == NULL) {
+        release(held);
+        return -1;
+    }
+#else
+    held->pinned = NULL;
+    held->collector_was_on = 0;
+#endif
+    return 0;
+}
+
+/* PyContextVar_Reset of the engine's variable, inside hold()/release(): 0, or -1 with an exception. */
+static int
+reset_held(engine_state *st, PyObject *token)
+{
+    Held held;
+    if (hold(&held) < 0) {
+        return -1;
+    }
+    int result = PyContextVar_Reset(st->overrides_var, token);
+    release(&held);
+    return result;
+}
+
 static PyObject *
 enter(engine_state *st, PyObject *op)
 {
@@ -407,14 +465,18 @@ enter(engine_state *st, PyObject *op)
     if (frame == NULL) {
         goto done;
     }
-    token = PyContextVar_Set(st->overrides_var, frame);
-    if (token == NULL) {
+    Held held;
+    if (hold(&held) < 0) {
         goto done;
     }
-    PyObject *none = PyTuple_GET_ITEM(frame, 2);
-    PyTuple_SET_ITEM(frame, 2, token); /* the tuple takes our reference; only the context shares it */
-    Py_DECREF(none);
-    result = Py_NewRef(op);
+    token = PyContextVar_Set(st->overrides_var, frame);
+    if (token != NULL) {
+        PyObject *none = PyTuple_GET_ITEM(frame, 2);
+        PyTuple_SET_ITEM(frame, 2, token); /* the tuple takes our reference; only the context shares it */
+        Py_DECREF(none);
+        result = Py_NewRef(op);
+    }
+    release(&held);
 done:
     Py_XDECREF(frame);
     Py_XDECREF(values);
@@ -444,7 +506,7 @@ exit_(engine_state *st, PyObject *op, PyObject *const *args, Py_ssize_t nargs, P
          * ContextVar.reset caches the value it restores after releasing the context's old
          * mapping, so a finaliser run inside it that sets the variable would leave that cache
          * pointing to a value only the token holds. */
-        int failed = PyContextVar_Reset(st->overrides_var, token);
+        int failed = reset_held(st, token);
         Py_DECREF(token);
         Py_DECREF(frame);
         if (!failed) {
@@ -947,10 +1009,39 @@ configure(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* state.set_frame and state.reset_frame on 3.11 (see hold()): the variable's set() and reset(). */
+static PyObject *
+set_frame(PyObject *module, PyObject *frame)
+{
+    engine_state *st = configured(module_state(module));
+    if (st == NULL) {
+        return NULL;
+    }
+    Held held;
+    if (hold(&held) < 0) {
+        return NULL;
+    }
+    PyObject *token = PyContextVar_Set(st->overrides_var, frame);
+    release(&held);
+    return token;
+}
+
+static PyObject *
+reset_frame(PyObject *module, PyObject *token)
+{
+    engine_state *st = configured(module_state(module));
+    if (st == NULL || reset_held(st, token) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(overrides, NO_SCOPE, EMPTY, published): the engine's ContextVar, its default, "
      "the values of no override and the cell of the process defaults."},
+    {"set_frame", set_frame, METH_O, "set_frame(frame): the engine's ContextVar.set, safe from finalisers on 3.11."},
+    {"reset_frame", reset_frame, METH_O, "reset_frame(token): the engine's ContextVar.reset, safe from finalisers on 3.11."},
     {"flag_descriptor", (PyCFunction)(void (*)(void))flag_descriptor, METH_FASTCALL,
      "flag_descriptor(name, slot, property): a flag attribute that reads in C."},
     {"fast_flags", (PyCFunction)(void (*)(void))fast_flags, METH_FASTCALL,
@@ -968,6 +1059,9 @@ add_type(PyObject *module, PyType_Spec *spec, PyObject *base, PyTypeObject **slo
 static int
 engine_exec(PyObject *module)
 {
+    if (PyModule_AddIntConstant(module, "INTERFACE", BACKENDS_INTERFACE) < 0) {
+        return -1;
+    }
     engine_state *st = module_state(module);
     st->str_exit_slow = PyUnicode_InternFromString("_exit_slow");
     st->str_enter_slow = PyUnicode_InternFromString("_enter_slow");

@@ -12,6 +12,12 @@ elsewhere the package is pure Python and behaves the same, and the build leaves 
 where the accelerator is installed; ``0``/``false``/``no``/``off`` or unset, the accelerator when
 there is one. Read once, at ``import backends``. Any other value warns and counts as unset
 (``python -m backends`` lists it instead).
+
+Each compiled module carries the version of the interface between it and this Python code that it
+was built for (its ``INTERFACE``): one built from other C sources (an editable checkout not rebuilt
+since the interface changed) is not used, and the pure path runs instead, with the reason in
+``python -m backends``; ``import backends`` warns only where ``BACKENDS_PURE_PYTHON`` asked for
+the accelerator (``0``, ...), as it does for any other reason the accelerator is not in use then.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import importlib
 import os
 import warnings
 
-from .environment import _FALSE, _TRUE, refused
+from .environment import _FALSE, _TRUE, refused, reporting
 from .wording import brief
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see _engine/record.py)
@@ -28,17 +34,47 @@ if TYPE_CHECKING:
     from typing import Any
 
 VARIABLE = "BACKENDS_PURE_PYTHON"
+#: The interface each compiled module must have been built for (its ``INTERFACE``, a C macro of
+#: the same name in its source): bump both with any change of what the C code or this Python code
+#: expects of the other (a function added, an argument changed), so that a module built before the
+#: change is left unused, with a reason, instead of being called in ways it does not know.
+INTERFACES = {"backends._engine._speedups": 1, "backends.sync._speedups": 1}
 
 
-def _pure_python_wanted(text: str) -> bool:
+def _pure_python_wanted(text: str) -> bool | None:
+    """``True``: the variable asks for the pure path; ``False``: for the accelerator; ``None``: unset
+    (or a value that is no answer, which warns)."""
     word = text.strip().lower()
     if word in _TRUE:
         return True
-    if word and word not in _FALSE:
+    if word in _FALSE:
+        return False
+    if word:
         problem = f"{VARIABLE}={brief(text)} is ignored: it takes 1/0/true/false/yes/no/on/off in any case"
         if not refused(VARIABLE, problem, raises=False):  # python -m backends lists it instead
             warnings.warn(problem, UserWarning, stacklevel=2)
-    return False
+    return None
+
+
+def load(name: str) -> tuple[Any, str]:
+    """The compiled module ``name`` (``backends.sync._speedups``), built for this code's interface
+    (``INTERFACES``); or ``None`` and why it is not used. Raises ``ModuleNotFoundError`` where it is
+    not installed, for the caller to say why."""
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError:
+        raise
+    except ImportError as error:  # built, but this interpreter refuses to load it
+        return None, f"the compiled accelerator cannot be loaded in this interpreter ({error})"
+    built, needed = getattr(module, "INTERFACE", None), INTERFACES[name]
+    if built != needed:
+        where = getattr(module, "__file__", None) or name
+        made = "before interfaces were numbered" if built is None else f"for interface {built!r}"
+        return None, (
+            f"the compiled accelerator {where} was built {made}, and this code needs interface {needed} "
+            f"(it is stale: rebuild it with `pip install -e .`, or `python setup.py build_ext --inplace`)"
+        )
+    return module, ""
 
 
 def _build_note() -> str:
@@ -52,22 +88,36 @@ def _build_note() -> str:
         return ""
 
 
+def warn_if_wanted(why_not: str) -> None:
+    """Warn that the accelerator is not in use, ``why_not``, where ``BACKENDS_PURE_PYTHON`` asked for it
+    (but in ``python -m backends``, whose engine line says it)."""
+    if wanted is False and not reporting():
+        shown = brief(os.environ.get(VARIABLE, ""))
+        warnings.warn(
+            f"{VARIABLE}={shown} asks for the compiled accelerator, but {why_not}: the pure-Python engine "
+            f"runs instead (python -m backends says which engine runs, and why)",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
 speedups: Any = None
 #: why the pure path is in use (``""`` when the accelerator is)
 reason = ""
-if _pure_python_wanted(os.environ.get(VARIABLE, "")):
+#: what BACKENDS_PURE_PYTHON asks for (see _pure_python_wanted)
+wanted = _pure_python_wanted(os.environ.get(VARIABLE, ""))
+if wanted:
     reason = f"{VARIABLE} is set"
 else:
     try:
-        # import_module, not `from . import`: that turns a missing module into a plain ImportError
-        speedups = importlib.import_module(f"{__package__}._speedups")
+        speedups, reason = load(f"{__package__}._speedups")
     except ModuleNotFoundError:  # not built: no C compiler at install, or a source checkout never built
         note = _build_note()
         reason = (
             f"the accelerator was not built at install: {note}" if note else "the compiled accelerator is not installed"
         )
-    except ImportError as error:  # built, but this interpreter refuses to load it
-        reason = f"the compiled accelerator cannot be loaded in this interpreter ({error})"
+    if reason:
+        warn_if_wanted(reason)
 
 #: whether the compiled accelerator is in use
 ACCELERATED = speedups is not None

@@ -42,6 +42,11 @@ _REPORTING = _running_the_report()
 REFUSED: list[tuple[str, str, bool]] = []
 
 
+def reporting() -> bool:
+    """Whether this import is ``python -m backends``'s, whose report says what a warning would."""
+    return _REPORTING
+
+
 def refused(variable: str, problem: str, raises: bool) -> bool:
     """In ``python -m backends``: record ``variable`` in ``REFUSED`` and return ``True``, so that
     the caller neither raises nor warns. Elsewhere ``False``: the caller does."""

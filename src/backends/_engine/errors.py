@@ -31,6 +31,32 @@ TORCH_ONLY: dict[str, frozenset[str]] = {
 }
 
 
+#: torch's names for what this project spells otherwise, looked up on ``backends`` (or as a name in
+#: a mapping): what to write instead. A did-you-mean by spelling alone would point elsewhere.
+TORCH_SPELLINGS: dict[str, str] = {
+    "set_float32_matmul_precision": (
+        "torch.set_float32_matmul_precision() sets torch's own float32 matmul precision; here assign "
+        "backends.cuda.matmul.fp32_precision = 'tf32' (torch's 'high' or 'medium') or 'ieee' (torch's "
+        "'highest'), or scope it: with backends.cuda.matmul.flags(allow_tf32=True)"
+    ),
+    "get_float32_matmul_precision": (
+        "torch.get_float32_matmul_precision() reads torch's own; here read "
+        "backends.cuda.matmul.fp32_precision ('tf32' or 'ieee', in the current context)"
+    ),
+    "fp32_precision": (
+        "torch.backends.fp32_precision sets every library's float32 precision at once; here each has its "
+        "own: backends.cuda.matmul.fp32_precision and backends.cudnn.conv.fp32_precision ('tf32' or 'ieee'), "
+        "views of the flags cuda.matmul.allow_tf32 and cudnn.allow_tf32"
+    ),
+}
+
+
+def torch_spelling(name: str) -> str:
+    """``": what to write instead"`` where ``name`` is torch's for something spelt otherwise here
+    (``TORCH_SPELLINGS``); else ``""``."""
+    return f": {TORCH_SPELLINGS[name]}" if name in TORCH_SPELLINGS else ""
+
+
 def closest(name: str, candidates: Iterable[str], cutoff: float = 0.6) -> str | None:
     """The candidate most like ``name`` (difflib ratio >= ``cutoff``), or ``None``."""
     import difflib  # only on the error path: keeps `import backends` fast
@@ -105,7 +131,7 @@ def unknown_name(name: object, candidates: Iterable[str], what: str = "flag") ->
     if not issubclass(type(name), str):
         return UnknownFlagError(f"flag names are dotted strings such as 'cudnn.deterministic', got {show(name)}")
     name = str.__str__(name)  # a plain str: a subclass's __eq__/__repr__ never runs
-    hint = not_scoped(name)
+    hint = not_scoped(name) or torch_spelling(name)
     if not hint:
         views = {view.name: view.flag for view in VIEWS}
         best = nearest(name, [*candidates, *views])

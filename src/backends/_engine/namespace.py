@@ -9,6 +9,7 @@ closest valid name (torch silently accepts typos).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from types import ModuleType
 
@@ -43,6 +44,7 @@ def _reference_property(flag: Flag) -> property:
         return _published[0][slot] if value is None else value
 
     def set_(self: object, value: object) -> None:
+        __tracebackhide__ = True  # see state.assign_checked
         assign(name, value)
 
     return property(get, set_, doc=flag.summary)
@@ -55,6 +57,7 @@ def _view_property(view: View) -> property:
         return when_true if state.read(name) else when_false
 
     def set_(self: object, value: object) -> None:
+        __tracebackhide__ = True  # see state.assign_checked
         if not issubclass(type(value), str):
             raise TypeError(f"{view.name} must be {when_true!r} or {when_false!r}, got {show(value)}")
         text = str.__str__(value)
@@ -249,16 +252,53 @@ def _help(namespace: Namespace) -> str:
     return "\n\n".join(parts)
 
 
+def patched_by_mock(depth: int) -> str:
+    """``"__enter__"`` (patching) or ``"__exit__"`` (putting back) where the caller ``depth`` frames
+    above the caller of this (``1``: of the ``__setattr__`` or ``__delattr__`` that calls this) is
+    that method of ``unittest.mock``'s patcher; else ``""``."""
+    patcher = getattr(sys.modules.get("unittest.mock"), "_patch", None)
+    if patcher is None:
+        return ""
+    code = sys._getframe(depth + 1).f_code
+    for method in ("__enter__", "__exit__"):
+        if code is getattr(getattr(patcher, method, None), "__code__", None):
+            return method
+    return ""
+
+
+def refuse_mock(module: GuardedModule, name: str, value: object) -> bool:
+    """For a ``__setattr__`` of the public ``name``: raise ``module._refused_to_mock`` if
+    ``unittest.mock`` is patching it; ``True`` if mock is putting it back after that refusal
+    (nothing changed: nothing to do)."""
+    mocking = patched_by_mock(2)
+    if mocking == "__enter__":
+        raise module._refused_to_mock(name, value)
+    return mocking == "__exit__"
+
+
 class GuardedModule(ModuleType):
     """A module whose public names are its own: ``backends`` itself and every namespace. Its
     ``__setattr__`` says what may be assigned, no public name is deleted, and ``_refused`` says
-    why not. Pickled by reference, as a plain module is (cloudpickle, Dask)."""
+    why not. Pickled by reference, as a plain module is (cloudpickle, Dask).
+
+    ``unittest.mock.patch`` of a public name is refused when it patches (``_refused_to_mock``): it
+    would have nothing to put back but by deleting the name, which is refused."""
 
     def __delattr__(self, name: str) -> None:
         name = str.__str__(name)  # a plain str: a subclass's own methods never run
         if not name.startswith("_"):
+            if patched_by_mock(1) == "__exit__":
+                return  # mock undoing a patch refused at its start: nothing changed, nothing to undo
             raise self._refused(name, "deleted")
         super().__delattr__(name)
+
+    def _refused_to_mock(self, name: str, value: object) -> AttributeError:
+        """The error for ``unittest.mock.patch`` of the public ``name`` (with ``value``): what to do instead."""
+        text = f"unittest.mock cannot patch {self.__name__}.{name}: {self._refused(name, 'assigned')}"
+        found = vars(self).get(name, getattr(type(self), name, None))
+        if callable(found) and not isinstance(found, (ModuleType, type)):
+            text += f" (with unittest.mock: mock.patch.dict(vars({self.__name__}), {{{name!r}: ...}}))"
+        return AttributeError(text, obj=self)
 
     def _refused(self, name: str, done: str) -> AttributeError:
         raise NotImplementedError
@@ -292,6 +332,11 @@ class Namespace(GuardedModule):
         if cls.members and "flags" not in vars(cls):
             # A staticmethod: no bound method to build on each call.
             cls.flags = staticmethod(_flags_builder(cls.prefix, cls.members))
+        # Named by their public path (backends.cudnn.is_available) in reprs, help() and pickles.
+        for name, value in vars(cls).items():
+            function = getattr(value, "__func__", value)
+            if not name.startswith("_") and callable(function) and not isinstance(function, (type, ModuleType)):
+                function.__module__, function.__qualname__ = f"backends.{cls.prefix}", name
 
     def __init__(self) -> None:
         super().__init__(f"backends.{self.prefix}")
@@ -310,14 +355,42 @@ class Namespace(GuardedModule):
         raise self._unknown(name)
 
     def __setattr__(self, name: str, value: Any) -> None:
+        __tracebackhide__ = True  # see state.assign_checked
         name = str.__str__(name)  # a plain str: a subclass's own methods never run
+        if name.startswith("_"):
+            super().__setattr__(name, value)  # a private name
+            return
+        if "unittest.mock" in sys.modules and refuse_mock(self, name, value):  # (the test first: assignments are hot)
+            return
         flag = self.members.get(name)
         if flag is not None and flag.spelling == "function":
             assign(flag.name, value)  # e.g. cuda.preferred_linalg_library = "cusolver"
-        elif flag is not None or name in self._views or name.startswith("_"):
-            super().__setattr__(name, value)  # a flag's or view's property; a private name
+        elif flag is not None or name in self._views:
+            super().__setattr__(name, value)  # a flag's or view's property
+        elif isinstance(value, Namespace) and vars(type(self)).get(name) is value:
+            pass  # the import system binding a child namespace it imported (`import backends.cuda.matmul`)
         else:
             raise self._refused(name, "assigned")
+
+    def _refused_to_mock(self, name: str, value: object) -> AttributeError:
+        flag, view = self.members.get(name), self._views.get(name)
+        if flag is None and view is None:
+            return super()._refused_to_mock(name, value)
+        dotted = flag.name if flag is not None else view.flag  # type: ignore[union-attr]
+        try:  # the value mock was given, as a keyword of the namespace's flags()
+            checked = flag.check(value) if flag is not None else {view.when_true: True, view.when_false: False}[value]  # type: ignore[union-attr]
+            shown = repr(checked)
+        except Exception:  # a MagicMock (patch.object without a value), or a value the flag refuses
+            shown = "..."
+        where, _, keyword = f"backends.{dotted}".rpartition(".")
+        return AttributeError(
+            f"unittest.mock cannot patch {self.__name__}.{name}: it is a flag{' view' if flag is None else ''}, "
+            f"which mock would set process-wide and could not put back (it deletes the attribute at the "
+            f"end, and a flag cannot be deleted). Use a scope instead: `with {where}.flags({keyword}={shown}):`, "
+            f"or @{where}.flags({keyword}={shown}) on the test or its TestCase class; in pytest, the "
+            f"backends_flags fixture or @pytest.mark.backends({{{dotted!r}: {shown}}})",
+            obj=self,
+        )
 
     def _refused(self, name: str, done: str) -> AttributeError:
         """The error for a public name that cannot be ``done`` (assigned or deleted): a name this

@@ -36,10 +36,15 @@ from .table import NAMES, Value
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see record.py)
 if TYPE_CHECKING:
     from typing import Any, TypeVar
+    from typing import final as _final
 
     F = TypeVar("F", bound=Callable[..., Any])
+else:
 
-_set, _reset = overrides.set, overrides.reset  # bound once: entry and exit are hot
+    def _final(cls: type) -> type:  # typing.final, without importing typing: Snapshot refuses subclasses
+        return cls
+
+_set, _reset = state.set_frame, state.reset_frame  # bound once: entry and exit are hot
 _NO_MEMO = (None, None)  # a scope's _memo before its first merge: (values below, merged values)
 #: What frames are: tuples (the compiled path's, and an assignment's), lists (the pure path's
 #: entry, which stores the token in its frame right after publishing it).
@@ -50,6 +55,7 @@ _FRAMES = (tuple, list)
 _DEFERRED = frozenset((types.CoroutineType, types.GeneratorType, types.AsyncGeneratorType))
 _DEFERRED_ABCS = (Coroutine, Generator, AsyncGenerator)
 _CO_ITERABLE_COROUTINE = 0x100  # inspect.CO_ITERABLE_COROUTINE (@types.coroutine), without inspect
+_sealed = False  # until Snapshot, Scope's one subclass, is defined (see Scope.__init_subclass__)
 
 
 if speedups is not None:
@@ -101,6 +107,21 @@ class Scope(_Base):
         self._alone = alone(checked)
         self._memo = _NO_MEMO
         self._label = label
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Snapshot, below, is the only subclass: the engines enter and exit a scope without
+        # looking for overrides (the compiled one in C, on every path), and scopes are shared.
+        if _sealed:
+            base = next(klass for klass in cls.__mro__[1:] if klass in (Scope, Snapshot))
+            raise TypeError(
+                f"backends.{base.__name__} cannot be subclassed (class {cls.__qualname__}): a scope is an "
+                f"immutable object that backends shares (a namespace's flags() and deterministic() "
+                f"return the same one each time), and `with`, `async with` and decorators enter and exit "
+                f"it alike, calling no overrides. To run code around a scope, write a context manager "
+                f"that enters one, e.g. @contextlib.contextmanager def traced(): ...; "
+                f"with backends.flags({{...}}): yield"
+            )
+        super().__init_subclass__(**kwargs)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Through the constructor, so loading validates (a pickle of the slots would not).
@@ -338,6 +359,7 @@ def _apply(cls: type) -> None:
     """Set on ``cls`` each target wrapped in the scopes it runs under, unless the one it
     inherits is already that; a wrapper made for another class is rebuilt from what it wraps."""
     import inspect
+    import unittest
 
     scopes = tuple(s for klass in reversed(cls.__mro__) for s in reversed(_CLASS_SCOPES.get(klass, ())))
     for name in _targets(cls):
@@ -345,10 +367,51 @@ def _apply(cls: type) -> None:
         original, applied = getattr(getattr(raw, "__func__", raw), _WRAPS, (raw, ()))
         if applied != scopes:
             wrapper = original
+            # A TestCase's own test code runs in run()'s context, but for IsolatedAsyncioTestCase's
+            # (in a context of its own, where a scope left entered ends with it).
+            if name in ("run", "debug") and not issubclass(cls, unittest.IsolatedAsyncioTestCase):
+                wrapper = _checking_scopes(wrapper)
             for scope in reversed(scopes):  # innermost first
                 wrapper = scope(wrapper)
             setattr(getattr(wrapper, "__func__", wrapper), _WRAPS, (original, scopes))
             setattr(cls, name, wrapper)
+
+
+def _checking_scopes(run: Callable[..., Any]) -> Callable[..., Any]:
+    """``TestCase.run`` or ``debug`` (inside the class's scopes) that reports a scope the test left entered as
+    that test's error, from a cleanup that runs after its own, and exits it: the scopes' exits
+    (and the tests after it) then find the state they expect, and the run goes on."""
+
+    @functools.wraps(run)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        start = current()
+        self.addCleanup(_check_scopes_exited, self, start)  # the first cleanup added: the last run
+        try:
+            return run(self, *args, **kwargs)
+        finally:  # a skipped test runs no cleanup: drop ours
+            self._cleanups[:] = [c for c in self._cleanups if c[0] is not _check_scopes_exited]
+
+    return wrapper
+
+
+def _check_scopes_exited(test: Any, start: Any) -> None:
+    frame = current()
+    if frame[TOKEN] is start[TOKEN]:  # the same entry (an assignment makes a new frame of it)
+        return
+    left: list[str] = []
+    seen = set()  # a frame set by hand could chain back to itself
+    while type(frame) in _FRAMES and len(frame) == 3 and frame[TOKEN] is not None and frame[TOKEN] is not start[TOKEN]:
+        if id(frame) in seen:
+            break
+        seen.add(id(frame))
+        left.append(repr(frame[SCOPE]))
+        frame = frame[TOKEN].old_value
+    state.set_frame(start)  # the class's scopes in force again, as at the start of the test
+    scopes = f"a scope entered: {left[0]}" if len(left) == 1 else f"{len(left)} scopes entered: {', '.join(left[::-1])}"
+    raise RuntimeError(
+        f"{test.id()} left {scopes}; exited after the test, so the tests after it start without it: exit "
+        f"every scope a test enters (`with`, or self.enterContext(scope) in setUp)"
+    )
 
 
 def _keep_for_subclasses(cls: type[object]) -> None:
@@ -551,6 +614,7 @@ def _async_generator(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]
     return wrapper
 
 
+@_final
 class Snapshot(Scope, Mapping[str, Value]):
     """An immutable, hashable, picklable ``Mapping[str, value]`` of every flag by
     dotted name; also a scope that applies all of them (``with snap:``, ``@snap``).
@@ -608,6 +672,9 @@ class Snapshot(Scope, Mapping[str, Value]):
         unknown name or a missing one (a snapshot holds every flag).
         """
         return cls(data)
+
+
+_sealed = True  # Scope.__init_subclass__ refuses every class from here on
 
 
 def snapshot() -> Snapshot:

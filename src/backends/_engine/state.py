@@ -24,11 +24,13 @@ never a mix of two, without a lock.
 from __future__ import annotations
 
 import os
+import sys
 import threading
-from collections.abc import Mapping
-from contextvars import ContextVar
+from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar, copy_context
 
 from . import environment
+from .accelerator import speedups
 from .errors import UnknownFlagError, unknown_name
 from .record import Record
 from .table import BY_NAME, FLAGS, NAMES, VIEWS, Value
@@ -55,6 +57,57 @@ current = overrides.get
 # cached path, as decimal's context does after its first getcontext().
 overrides.set(NO_SCOPE)
 
+# CPython gh-148891, on 3.11: ContextVar.set and .reset read the context's mapping, which only the
+# context holds, across allocations that can start the garbage collector, whose finalisers (a
+# __del__ that enters a scope, a weakref callback) may set a variable of this same context: that
+# replaces and frees the mapping being read (a crash, or a mapping without the frame). So every
+# change of the frame goes through set_frame/reset_frame. On 3.11 the compiled ones keep the
+# collector off inside the change (no Python code runs there, so no other thread can see it off);
+# the pure ones (below) let a finaliser's change made inside this thread's change keep the mapping
+# it replaces until that change returns. 3.12+ collects only between bytecodes: there they are the
+# ContextVar's own methods.
+if TYPE_CHECKING or sys.version_info >= (3, 12):
+    set_frame, reset_frame = overrides.set, overrides.reset
+elif speedups is not None:
+    set_frame, reset_frame = speedups.set_frame, speedups.reset_frame
+else:
+
+    class _Held(threading.local):
+        def __init__(self) -> None:
+            # [whether this thread is changing the frame, the copies of the context that hold the
+            # mappings replaced since (None: none yet)]
+            self.box: list[Any] = [False, None]
+
+    _held = _Held()  # one for both: a finaliser's reset may run inside a set, and the reverse
+
+    def _holding(change: Any) -> Any:
+        """``change`` (the ContextVar's set or reset), safe from finalisers run inside it.
+
+        A finaliser runs inside a change only from a collection (or from a release the collection
+        makes). Every mapping the change reads was the context's at some moment of it, so it is freed
+        only if a change made since replaced it: that one, a finaliser's, first takes a copy of the
+        context (of that mapping), held until the outer change returns. (The copy allocates; a
+        collection it starts runs finalisers whose own changes hold their mappings the same way.)"""
+
+        def held_change(argument: Any, _change: Any = change, _copy: Any = copy_context, _this: Any = _held) -> Any:
+            box = _this.box
+            if box[0]:  # a finaliser's change, inside one of this thread's
+                pins = box[1]
+                if pins is None:
+                    pins = box[1] = []
+                pins.append(_copy())
+                return _change(argument)
+            try:
+                box[0] = True
+                return _change(argument)
+            finally:
+                box[0] = False
+                box[1] = None  # the replaced mappings go (their release may run finalisers: changes of their own)
+
+        return held_change
+
+    set_frame, reset_frame = _holding(overrides.set), _holding(overrides.reset)
+
 #: Built-in defaults after environment variables; ``reset_defaults()`` returns here.
 BUILTIN: dict[str, Value] = {flag.name: flag.default for flag in FLAGS}
 BUILTIN_SOURCE: dict[str, str] = dict.fromkeys(NAMES, "default")
@@ -80,6 +133,9 @@ _frozen = False
 #: layer, which reads it before the flags, can tell "nothing changed" from the frame's
 #: identity plus this number (a stale number only ever costs it one extra push).
 version = 0
+#: Called with the dotted names of each process-default write, where set: the pytest plugin, while
+#: a test runs, to say where the test changed a default it did not restore.
+on_write: Callable[[Iterable[str]], object] | None = None
 
 def read(name: str) -> Value:
     """The effective value of ``name`` in the current context."""
@@ -150,16 +206,24 @@ def _write_defaults(values: Mapping[str, Value], sources: Mapping[str, str]) -> 
             new_sources[SLOT[name]] = source
         published[0] = (*new, tuple(new_sources))
         version += 1
+    watcher = on_write
+    if watcher is not None:
+        watcher(values)
 
 
 def assign(name: str, value: object) -> None:
     """Attribute assignment: inside a scope, for the rest of that scope in this
     context only; outside any scope, the process default."""
+    __tracebackhide__ = True  # see assign_checked
     assign_checked({name: BY_NAME[name].check(value)})
 
 
 def assign_checked(values: dict[str, Value]) -> None:
     """``assign()`` of checked values, all at once (one store, so no reader sees half of them)."""
+    # pytest leaves out of a traceback the frames that set this (the plugin's errors do the same): a
+    # refused assignment (under --backends-strict, say) or a bad value ends at the user's line, as
+    # these functions and the namespace's __setattr__ and property setter that call them do too.
+    __tracebackhide__ = True
     frame = current()
     if frame[SCOPE] is None:  # outside any scope
         if _frozen:
@@ -167,7 +231,7 @@ def assign_checked(values: dict[str, Value]) -> None:
             namespace = next(iter(values)).rpartition(".")[0]
             keywords = ", ".join(f"{name.rpartition('.')[2]}={value!r}" for name, value in values.items())
             raise RuntimeError(
-                f"global flags are disabled (backends.disable_global_flags()), so "
+                f"global flags are disabled (backends.disable_global_flags(), or pytest's --backends-strict), so "
                 f"{names} cannot be assigned outside a scope; use "
                 f"`with backends.{namespace}.flags({keywords}):` (or backends.flags({values!r})) instead"
             )
@@ -176,7 +240,7 @@ def assign_checked(values: dict[str, Value]) -> None:
     new = list(frame[VALUES])
     for name, value in values.items():
         new[SLOT[name]] = value
-    overrides.set((tuple(new), frame[SCOPE], frame[TOKEN]))  # same entry: undone when that scope exits
+    set_frame((tuple(new), frame[SCOPE], frame[TOKEN]))  # same entry: undone when that scope exits
 
 
 def set_defaults(mapping: Mapping[str, Any]) -> None:

@@ -68,6 +68,7 @@ class Flag(Record):
         Raises ``TypeError`` for a wrong type and ``ValueError`` for a value out of
         range; both messages name the flag, the value and what is allowed.
         """
+        __tracebackhide__ = True  # see state.assign_checked
         kind = type(value)
         numpy = sys.modules.get("numpy")  # numpy.bool_ by identity: no import, no look-alikes
         is_bool = kind is bool or (numpy is not None and kind is numpy.bool_)

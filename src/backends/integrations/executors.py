@@ -72,6 +72,8 @@ class Thread(threading.Thread):
             super().__init__(*args, **kwargs)
             self._backends_context = context
 
+    __init__.__wrapped__ = threading.Thread.__init__  # type: ignore[attr-defined]  # its signature, for help()
+
     if not _TAKES_CONTEXT:
 
         def _bootstrap_inner(self) -> None:

@@ -31,8 +31,9 @@ import contextvars
 import difflib
 import functools
 import os
+import sys
 import warnings
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
@@ -194,7 +195,7 @@ def _effective_in(frame: Any) -> dict[str, Any]:
     """Every flag's effective value under ``frame``, read in a fresh context."""
 
     def read() -> dict[str, Any]:
-        state.overrides.set(frame)
+        state.set_frame(frame)
         return state.effective()
 
     return contextvars.Context().run(read)
@@ -251,10 +252,19 @@ def _scope_leak(start: _Mark, end: _Mark, ours: list[backends.Scope]) -> str | N
     return " and ".join(parts)
 
 
-_ADVICE = (
-    "use a scope (`with backends.cudnn.flags(...)`), @pytest.mark.backends({...}) "
-    "or the backends_flags fixture instead"
-)
+def _advice(values: Mapping[str, Any]) -> str:
+    """What to use instead of setting these process defaults (``{dotted name: value}``): a scope
+    (the namespace's ``flags()`` where they share one), the marker or the fixture."""
+    spaces = {name.rpartition(".")[0] for name in values}
+    if len(spaces) == 1:
+        keywords = ", ".join(f"{name.rpartition('.')[2]}={value!r}" for name, value in values.items())
+        scope = f"backends.{spaces.pop()}.flags({keywords})"
+    else:
+        scope = f"backends.flags({dict(values)!r})"
+    marker = f"@pytest.mark.backends({dict(values)!r})"
+    return f"use a scope (`with {scope}:`), {marker} or the backends_flags fixture instead"
+
+
 _SCOPE_ADVICE = "exit every scope that is entered (`with`), and close a generator that holds one"
 _FIXTURE_ADVICE = (
     "undo after its `yield` what it sets up (or hold a scope across the yield: "
@@ -264,10 +274,11 @@ _FIXTURE_ADVICE = (
 
 def _settle(
     config: pytest.Config, who: str, expected: _Mark, where: tuple[str, int], ours: list[backends.Scope],
-    fixture: bool = False,
+    fixture: bool = False, written: Mapping[str, tuple[str, int]] | None = None,
 ) -> None:
     """Compare the process and the main context with ``expected``; on a difference, put them
-    back and report it (``fail``: raise into the running teardown; ``warn``: warn)."""
+    back and report it (``fail``: raise into the running teardown; ``warn``: warn), at the line
+    ``written`` has for the first changed default it has, else at ``where``."""
     __tracebackhide__ = True
     settings = config.stash[_SETTINGS]
     end = _mark()
@@ -281,14 +292,17 @@ def _settle(
         frozen = end.defaults.frozen if settings.strict else expected.defaults.frozen
         restore_defaults(expected.defaults._replace(frozen=frozen))
     if scopes is not None:
-        state.overrides.set(expected.frame)  # the context as it was: no override left over
+        state.set_frame(expected.frame)  # the context as it was: no override left over
     parts = [f"changed process defaults and did not restore them: {'; '.join(changed)}"] if changed else []
     if scopes is not None:
         parts.append(f"{scopes}; what comes next starts without it")
     if fixture:
         advice = [_FIXTURE_ADVICE]
     else:
-        advice = ([_ADVICE] if changed else []) + ([_SCOPE_ADVICE] if scopes is not None else [])
+        names = _changed_names(expected.defaults.values, end.defaults.values)
+        now = {name: end.defaults.values[name] for name in names}
+        advice = ([_advice(now)] if now else []) + ([_SCOPE_ADVICE] if scopes is not None else [])
+        where = next((place for name, place in (written or {}).items() if name in now), where)
     message = f"{who} {' and '.join(parts)}; {'; '.join(advice)}"
     # Fail only inside a test's teardown, where pytest reports it; a fixture torn down at
     # the end of the session (after -x or Ctrl-C stopped the run) can only warn.
@@ -304,6 +318,37 @@ def _settle(
 def _test_location(item: pytest.Item) -> tuple[str, int]:
     path, line, _ = item.location  # point the warning at the test, not at this plugin
     return str(item.config.rootpath / path), (line or 0) + 1
+
+
+def _changed_values(before: SavedDefaults, after: SavedDefaults) -> dict[str, Any]:
+    return {name: after.values[name] for name in _changed_names(before.values, after.values)}
+
+
+#: Per test: where in the test's file each process default was first written while it ran (state.on_write).
+_WRITTEN = pytest.StashKey[dict[str, tuple[str, int]]]()
+_WATCHER = pytest.StashKey[Any]()  # the state.on_write in place before this test's
+
+
+def _record_writes(item: pytest.Item, names: Iterable[str]) -> None:
+    """``state.on_write`` while ``item`` runs: the line of the test that wrote each default (that
+    called what wrote it), else the line of the test's file nearest the write."""
+    written = item.stash.get(_WRITTEN, None)
+    unknown = [] if written is None else [name for name in names if name not in written]
+    if written is None or not unknown:
+        return
+    path, test = str(item.path), getattr(item, "originalname", item.name)
+    frame: Any = sys._getframe(1)
+    line = None
+    while frame is not None:
+        if frame.f_code.co_filename == path:
+            line = line or frame.f_lineno
+            if frame.f_code.co_name == test:
+                line = frame.f_lineno
+                break
+        frame = frame.f_back
+    if line is not None:
+        for name in unknown:
+            written[name] = (path, line)
 
 
 def _fixture_location(fixturedef: Any) -> tuple[str, int]:
@@ -325,7 +370,7 @@ def pytest_make_collect_report(
     if changed:
         message = (
             f"importing {collector.nodeid} changed process defaults: {'; '.join(changed)}. "
-            f"Every test after it runs with them; {_ADVICE}"
+            f"Every test after it runs with them; {_advice(_changed_values(before, save_defaults()))}"
         )
         if settings.leaks != "fail":
             try:
@@ -344,6 +389,9 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
     __tracebackhide__ = True  # a setup error passes through here: the user's frames, not ours
     item.config.stash[_RUN].item = item
     item.stash[_SETUP_MARK] = _mark()
+    item.stash[_WRITTEN] = {}
+    item.stash[_WATCHER] = state.on_write  # (an outer run's, where pytester runs pytest inside a test)
+    state.on_write = functools.partial(_record_writes, item)
     if _REGION in item.stash:  # a run before this one of the same item (pytest-rerunfailures): its own
         del item.stash[_REGION]
     if item.config.stash[_SETTINGS].strict:
@@ -394,7 +442,7 @@ def _check_test(item: pytest.Item) -> None:
     __tracebackhide__ = True
     region = item.stash[_REGION]
     region.checked = True
-    _settle(item.config, item.nodeid, region.start, _test_location(item), region.ours)
+    _settle(item.config, item.nodeid, region.start, _test_location(item), region.ours, written=item.stash[_WRITTEN])
 
 
 def _check_fixture(config: pytest.Config, fixturedef: Any) -> None:
@@ -424,10 +472,11 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
         result = yield  # every fixture is torn down inside this
         if start is not None and _REGION not in item.stash and settings.leaks != "off":
             # An item without function-scoped fixtures has no region: the whole test is held.
-            _settle(config, item.nodeid, start, _test_location(item), [])
+            _settle(config, item.nodeid, start, _test_location(item), [], written=item.stash.get(_WRITTEN, None))
         return result
     finally:
         config.stash[_RUN].item = None
+        state.on_write = item.stash.get(_WATCHER, None)
         if start is not None and settings.strict:
             set_frozen(start.defaults.frozen)
 

@@ -46,8 +46,7 @@ import importlib
 import threading
 from collections.abc import Callable
 
-from .._engine import state
-from .._engine.accelerator import ACCELERATED
+from .._engine import accelerator, state
 from .._engine.state import current
 from . import hooks
 
@@ -194,19 +193,25 @@ def _push(device: int) -> None:
 # everything else. Its record of this thread's last push is its own (so is invalidate()'s).
 _speedups: Any = None
 _loaded = False
+#: why the compiled sync layer is not in use, once compiled() has looked (``""``: it is, or not looked yet)
+reason = ""
 
 
 def compiled() -> Any:
-    """The compiled sync layer, or ``None`` (the pure path). Loaded at the first need (CuPy's
-    device module imported, the asyncio integration or the cuBLAS target imported), not at
-    ``import backends``."""
-    global _speedups, _loaded
+    """The compiled sync layer, or ``None`` (the pure path; ``reason`` says why where the compiled
+    engine is in use). Loaded at the first need (CuPy's device module imported, the asyncio
+    integration or the cuBLAS target imported), not at ``import backends``."""
+    global _speedups, _loaded, reason
     if not _loaded:
         _loaded = True
-        if ACCELERATED:
+        if accelerator.ACCELERATED:
             try:
-                module = importlib.import_module(f"{__name__}._speedups")
-            except ImportError:  # built without it: the pure path
+                module, reason = accelerator.load(f"{__name__}._speedups")
+            except ModuleNotFoundError:  # built without it (the engine's alone): the pure path
+                module, reason = None, "the compiled sync layer is not installed"
+            if module is None:
+                _speedups = None  # the import system bound the submodule it loaded here: not to be used
+                accelerator.warn_if_wanted(reason)
                 return None
             module.configure(state.overrides, state.NO_SCOPE, vars(state), globals(), _push)
             _speedups = module

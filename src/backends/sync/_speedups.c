@@ -33,6 +33,11 @@
 #include <Python.h>
 #include <stddef.h> /* offsetof */
 
+/* The version of the interface between this file and the Python code that uses it, stored as the
+ * module's INTERFACE: the Python code (backends/_engine/accelerator.py, INTERFACES) leaves a
+ * module built for another one unused. Bump both with any change of what one expects of the other. */
+#define BACKENDS_INTERFACE 1
+
 #ifdef Py_GIL_DISABLED
 #error "backends.sync._speedups relies on the GIL: a free-threaded CPython uses the pure-Python sync layer"
 #endif
@@ -1415,6 +1420,9 @@ static PyMethodDef module_methods[] = {
 static int
 speedups_exec(PyObject *module)
 {
+    if (PyModule_AddIntConstant(module, "INTERFACE", BACKENDS_INTERFACE) < 0) {
+        return -1;
+    }
     sync_state *state = get_state(module);
     if ((state->str_sync = PyUnicode_InternFromString("sync")) == NULL ||
         (state->str_send = PyUnicode_InternFromString("send")) == NULL ||
