@@ -142,7 +142,7 @@ def test_the_lint_job_runs_every_check() -> None:
     run = commands(load_workflow("tests.yml")["jobs"]["lint"])
     for check in (
         "ruff check .",
-        "mypy --strict backends",
+        "mypy --strict src/backends",
         "python scripts/flag_reference.py --check",
         "python scripts/typing_stubs.py --check",
         # stubtest as .ci/run runs it: its own mypy config (the stubs read as this Python), the allowlist
