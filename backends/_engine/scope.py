@@ -488,6 +488,9 @@ class Decorated(_DecoratedBase):
         return f"<backends decoration of {self.fn!r} ({self.kind}) under {self.scope!r}>"
 
 
+del _DecoratedBase  # as _Base: Decorated.__bases__ names it
+
+
 def _trampoline(call: Callable[[tuple[Any, ...], dict[str, Any]], Any], kind: str) -> Callable[..., Any]:
     """A function of ``kind`` that hands each call to ``call`` (a ``Decorated``'s): what a
     scope's decorator returns, with the decorated function's name, docstring and signature.
