@@ -335,3 +335,37 @@ def test_decorated_generators_leave_no_reference_cycle(run: Callable[[int], None
 @pytest.mark.parametrize("run", ASYNC, ids=lambda f: f.__name__)
 def test_decorated_async_generators_leave_no_reference_cycle(run: Callable[[int], Any]) -> None:
     assert asyncio.run(left_for_the_collector_async(run, 2000)) == (0, 0)
+
+
+# -- the compiled call refuses what it was not built for ------------------------------------------------
+@needs_accelerator
+def test_the_compiled_call_of_a_decorated_function_refuses_misuse_without_crashing() -> None:
+    from backends._engine.scope import FUNCTION, Decorated
+
+    S = backends.cudnn.flags(deterministic=True)
+    unbuilt = Decorated.__new__(Decorated)
+    with pytest.raises(TypeError, match="build it with Decorated"):
+        unbuilt.call((), {})
+    built = Decorated(S, lambda *args, **kwargs: (args, kwargs, backends.cudnn.deterministic), FUNCTION)
+    assert built.call((1,), {"k": 2}) == ((1,), {"k": 2}, True)
+    assert built.call((), None) == ((), {}, True)
+    for args in [((),), ([], {}), ((), []), ((), {}, 1)]:
+        with pytest.raises(TypeError, match=r"call\(args, kwargs\) takes a tuple and a dict"):
+            built.call(*args)
+    with pytest.raises(TypeError, match="is immutable"):
+        Decorated.__init__(built, S, len, FUNCTION)
+    built._enter = None  # members replaced by hand: errors, nothing entered or left behind
+    with pytest.raises(TypeError, match="not callable"):
+        built.call((), {})
+    built._enter, built.fn, built._exit = S.__enter__, len, 7
+    with pytest.raises(TypeError):  # len() of nothing: raised after the entry, which is unwound
+        built.call((), {})
+    with pytest.raises(TypeError, match="not callable"):  # an exit that cannot run: unwound by _unwind
+        built.call(([1],), {})
+    assert backends.cudnn.deterministic is False
+    built._exit, built.scope = S.__exit__, None  # an unwinding that cannot work raises, the error as its context
+    with pytest.raises(AttributeError) as raised:
+        built.call((), {})
+    assert isinstance(raised.value.__context__, TypeError)
+    assert backends.cudnn.deterministic is True  # (left entered: its scope was replaced by hand)
+    S.__exit__(None, None, None)
