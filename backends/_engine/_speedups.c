@@ -801,14 +801,18 @@ unwind_raised(engine_state *st, PyObject *scope, PyObject *parent, int exiting)
         PyErr_SetString(PyExc_SystemError, "a decorated call failed without an exception");
         return;
     }
+#if PY_VERSION_HEX >= 0x030B0000
     PyObject *handled = PyErr_GetHandledException();
     PyErr_SetHandledException(error);
+#endif
     PyObject *args[4] = {scope, parent, error, exiting ? Py_True : Py_False};
     PyObject *unwind = Py_NewRef(st->unwind);
     PyObject *done = PyObject_Vectorcall(unwind, args, 4, NULL);
     Py_DECREF(unwind);
+#if PY_VERSION_HEX >= 0x030B0000
     PyErr_SetHandledException(handled);
     Py_XDECREF(handled);
+#endif
     if (done != NULL) {
         Py_DECREF(done);
         give_exception(error);
