@@ -535,17 +535,9 @@ class Decorated(_DecoratedBase):
         del call
 
     def __reduce__(self) -> tuple[Any, ...]:
-        scope = self.scope
-        maker = scope.__reduce__()[0]
-        loaded = getattr(maker, "__self__", maker)  # Snapshot.from_dict is a bound classmethod
-        if loaded is not type(scope):  # (a subclass without a __reduce__ of its own)
-            raise TypeError(
-                f"cannot pickle {getattr(self.fn, '__qualname__', self.fn)!r}, decorated with {scope!r}: its "
-                f"scope is a {type(scope).__name__}, which pickles as a {getattr(loaded, '__name__', loaded)}, "
-                f"so it would run under another scope where it is loaded; give {type(scope).__name__} a "
-                f"__reduce__ that rebuilds it, or decorate with a backends.Scope"
-            )
-        return (Decorated, (scope, self.fn, self.kind))
+        # The scope pickles through its constructor (a Scope or a Snapshot: neither can be
+        # subclassed), so the call loads under the same flags.
+        return (Decorated, (self.scope, self.fn, self.kind))
 
     def __repr__(self) -> str:
         return f"<backends decoration of {self.fn!r} ({self.kind}) under {self.scope!r}>"
