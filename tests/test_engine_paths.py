@@ -178,7 +178,8 @@ def test_a_stale_engine_module_is_left_unused_with_the_reason_and_a_warning_only
 ) -> None:
     copy = _checkout(built, tmp_path, engine=kind, sync="current")
     module = copy / "backends" / "_engine" / f"_speedups{sysconfig.get_config_var('EXT_SUFFIX')}"
-    why = (f"the compiled accelerator {module} was built {made}, and this code needs interface 1 (it is stale: "
+    needs = accelerator.INTERFACES["backends._engine._speedups"]
+    why = (f"the compiled accelerator {module} was built {made}, and this code needs interface {needs} (it is stale: "
            f"rebuild it with `pip install -e .`, or `python setup.py build_ext --inplace`)")  # fmt: skip
     done = _run(copy, REPORT)  # not asked for: no warning (-W error would make it one)
     assert done.returncode == 0, done.stderr
@@ -201,7 +202,8 @@ def test_a_stale_engine_module_is_left_unused_with_the_reason_and_a_warning_only
 def test_a_stale_sync_module_leaves_the_sync_layer_in_pure_python_with_the_reason(built: Path, tmp_path: Path) -> None:
     copy = _checkout(built, tmp_path, engine="current", sync="stale")
     module = copy / "backends" / "sync" / f"_speedups{sysconfig.get_config_var('EXT_SUFFIX')}"
-    why = (f"the compiled accelerator {module} was built for interface 999, and this code needs interface 1 (it "
+    needs = accelerator.INTERFACES["backends.sync._speedups"]
+    why = (f"the compiled accelerator {module} was built for interface 999, and this code needs interface {needs} (it "
            f"is stale: rebuild it with `pip install -e .`, or `python setup.py build_ext --inplace`)")  # fmt: skip
     done = _run(copy, REPORT + "backends.sync()\n")
     assert done.returncode == 0, done.stderr
