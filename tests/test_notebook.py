@@ -6,6 +6,7 @@ and the flags of the cell that sent it. Slow (a kernel, a cluster and Ray start)
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -120,7 +121,9 @@ def test_a_notebooks_decorated_functions_run_on_dask_and_ray_workers(tmp_path: P
     client = nbclient.NotebookClient(
         notebook, timeout=600, kernel_name=kernel_spec(tmp_path), resources={"metadata": {"path": str(tmp_path)}}
     )
-    client.execute()  # raises CellExecutionError, naming the cell and its traceback, if a cell fails
+    # raises CellExecutionError, naming the cell and its traceback, if a cell fails; in a loop of its own
+    # that is closed at the end (execute() leaves jupyter_core's loop and its sockets open)
+    asyncio.run(client.async_execute())
 
     report: dict[str, Any] = {}
     for cell in notebook.cells[-2:]:

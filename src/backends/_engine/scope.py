@@ -192,8 +192,8 @@ class Scope(_Base):
             # RuntimeError for a token already used.
             raise RuntimeError(
                 f"cannot exit {self!r}: it was entered in a different context (another "
-                f"thread or asyncio/trio task); a scope must be exited in the context "
-                f"that entered it"
+                f"thread or asyncio/trio task; in Jupyter, a cell that awaits at its top level "
+                f"runs as a task of its own); a scope must be exited in the context that entered it"
             ) from None
 
     _enter_slow, _exit_slow = __enter__, __exit__  # the C ones call these for the uncommon cases
@@ -228,7 +228,8 @@ class Scope(_Base):
         if innermost is None:
             return (
                 f"cannot exit {self!r}: it is not active in this context (it was entered "
-                f"in another thread or asyncio/trio task, or has already been exited)"
+                f"in another thread or asyncio/trio task, such as a Jupyter cell that awaits at "
+                f"its top level, or has already been exited)"
             )
         if repr(innermost) == repr(self):  # a copy, or a scope built again with the same arguments
             return (
