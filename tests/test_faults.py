@@ -601,12 +601,14 @@ def test_a_decorated_generator_dropped_without_close_is_finalised_inside_its_sco
     holder.append(steps)
     next(steps)
     dropped = weakref.ref(steps)
+    collecting = gc.isenabled()
     gc.disable()  # no automatic collection between the two checks
     try:
         del steps, holder
         assert dropped() is not None
     finally:
-        gc.enable()
+        if collecting:
+            gc.enable()
     gc.collect()
     assert dropped() is None
     assert seen[1:] == [scoped(start, DETERMINISTIC)]
