@@ -155,6 +155,9 @@ class Scope(_Base):
             else:
                 values = merged(below, values)
                 self._memo = (below, values)  # one store: another thread sees the old pair or the new
+        notify = state.mirror_notify
+        if notify is not None:  # a library following the flags (torch): before publishing, so a push that raises refuses the entry
+            notify(values)
         frame = [values, self, None]
         try:
             # No other context can see the frame before this line returns, so storing
@@ -193,6 +196,9 @@ class Scope(_Base):
                 f"thread or asyncio/trio task); a scope must be exited in the context "
                 f"that entered it"
             ) from None
+        notify = state.mirror_notify
+        if notify is not None:  # exited: the library follows the values below (a push that raises, raises here)
+            notify(current()[VALUES])
 
     _enter_slow, _exit_slow = __enter__, __exit__  # the C ones call these for the uncommon cases
     if speedups is not None:  # the C base class's take over
