@@ -62,12 +62,14 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 class Setting(Record):
     """How one flag reaches the library: ``get()`` its own value (whatever form it has),
-    ``put(own)`` that value back, ``push(value)`` the flag's value."""
+    ``put(own)`` that value back, ``push(value)`` the flag's value; ``spelling``, the library's
+    name for the setting (in messages)."""
 
     name: str
     get: Callable[[], object]
     put: Callable[[Any], object]
     push: Callable[[Any], object]
+    spelling: str = ""
 
 
 class Mirror:
@@ -196,11 +198,22 @@ class Mirror:
         return (
             f"backends.{name} reaches {self.label}, whose setting is one for the whole process: thread {me!r} "
             f"now pushes {mine!r} while thread {other!r} holds {theirs!r}; {self.label} runs with {mine!r} "
-            f"until the next push, so {other!r}'s {self.label} code reads {mine!r} meanwhile. Run {self.label} "
-            f"from one thread at a time, or give the threads the same value (warned once per conflict)"
+            f"until the next push, so {self.label} code running in thread {other!r} meanwhile reads {mine!r}. "
+            f"Run {self.label} from one thread at a time, or give the threads the same value (warned once per "
+            f"conflict)"
         )
 
-    # -- reading ---------------------------------------------------------------------------
+    # -- reading (describe, the pytest plugin's leak check) ---------------------------------
+    def spelling(self, name: str) -> str:
+        """The library's name for the setting of flag ``name``."""
+        return self.settings[self.names.index(name)].spelling or f"{self.label}'s {name}"
+
+    def put_back(self, values: dict[str, Any]) -> None:
+        """Set the library's own values ``{flag name: value as current() gave it}`` (the pytest
+        plugin, after a test changed them through the library's API)."""
+        for name, value in values.items():
+            self.accessors[self.names.index(name)][1](value)
+
     def current(self) -> dict[str, Any]:
         """The library's value of each flag now, as its getter gives it (an error's text where it raises)."""
         values: dict[str, Any] = {}

@@ -156,8 +156,8 @@ class Scope(_Base):
                 values = merged(below, values)
                 self._memo = (below, values)  # one store: another thread sees the old pair or the new
         notify = state.mirror_notify
-        if notify is not None:  # a library following the flags (torch): before publishing, so a push that raises refuses the entry
-            notify(values)
+        if notify is not None:  # a library following the flags (torch): before publishing, so that
+            notify(values)  # a push that raises refuses the entry
         frame = [values, self, None]
         try:
             # No other context can see the frame before this line returns, so storing

@@ -56,6 +56,8 @@ class TorchFlagConflictWarning(RuntimeWarning):
     makes that push raise instead (refusing a scope's entry or an assignment)."""
 
 
+TorchFlagConflictWarning.__module__ = "backends"  # its public name (repr, pickling by reference)
+
 _FP32 = {True: "tf32", False: "ieee"}
 
 
@@ -80,8 +82,8 @@ def settings(torch: ModuleType) -> list[Setting]:
     C: Any = torch._C
     found: list[Setting] = []
 
-    def plain(name: str, get: Any, set_: Any) -> None:
-        found.append(Setting(name, get, set_, set_))
+    def plain(name: str, get: Any, set_: Any, spelling: str = "") -> None:
+        found.append(Setting(name, get, set_, set_, spelling or f"torch.backends.{name}"))
 
     plain("cudnn.enabled", C._get_cudnn_enabled, C._set_cudnn_enabled)
     plain("cudnn.benchmark", C._get_cudnn_benchmark, C._set_cudnn_benchmark)
@@ -102,13 +104,16 @@ def settings(torch: ModuleType) -> list[Setting]:
             set_p("cuda", "conv", _FP32[value])
             set_p("cuda", "rnn", _FP32[value])
 
-        found.append(Setting("cudnn.allow_tf32", cudnn_get, cudnn_put, cudnn_push))
+        found.append(Setting("cudnn.allow_tf32", cudnn_get, cudnn_put, cudnn_push,
+                             "torch.backends.cudnn.conv/rnn.fp32_precision"))
         matmul_set = functools.partial(set_p, "cuda", "matmul")
 
         def matmul_push(value: bool, _set: Any = matmul_set) -> None:
             _set(_FP32[value])
 
-        found.append(Setting("cuda.matmul.allow_tf32", functools.partial(get_p, "cuda", "matmul"), matmul_set, matmul_push))
+        matmul_get = functools.partial(get_p, "cuda", "matmul")
+        found.append(Setting("cuda.matmul.allow_tf32", matmul_get, matmul_set, matmul_push,
+                             "torch.backends.cuda.matmul.fp32_precision"))
     else:
         plain("cudnn.allow_tf32", C._get_cudnn_allow_tf32, C._set_cudnn_allow_tf32)
         plain("cuda.matmul.allow_tf32", C._get_cublas_allow_tf32, C._set_cublas_allow_tf32)
@@ -118,7 +123,7 @@ def settings(torch: ModuleType) -> list[Setting]:
         name = f"cuda.matmul.allow_{kind}_reduced_precision_reduction"
         if isinstance(get(), tuple):  # (allow reduced precision, allow split-K): the split-K half stays torch's
             own_get, push = _pair(get, set_, first=True)
-            found.append(Setting(name, own_get, push, push))
+            found.append(Setting(name, own_get, push, push, f"torch.backends.{name}"))
         else:
             plain(name, get, set_)
     if getattr(C, "_has_cuda", False):
@@ -134,7 +139,8 @@ def settings(torch: ModuleType) -> list[Setting]:
                 set_linalg(before)
                 raise
 
-        found.append(Setting("cuda.preferred_linalg_library", get_linalg, set_linalg, linalg_push))
+        found.append(Setting("cuda.preferred_linalg_library", get_linalg, set_linalg, linalg_push,
+                             "torch.backends.cuda.preferred_linalg_library()"))
         if torch.cuda.is_available():
             current = torch.cuda.current_device
 
@@ -144,7 +150,8 @@ def settings(torch: ModuleType) -> list[Setting]:
             def cufft_set(value: int) -> None:
                 torch._cufft_set_plan_cache_max_size(current(), value)
 
-            found.append(Setting("cuda.cufft_plan_cache.max_size", cufft_get, cufft_set, cufft_set))
+            found.append(Setting("cuda.cufft_plan_cache.max_size", cufft_get, cufft_set, cufft_set,
+                                 "torch.backends.cuda.cufft_plan_cache.max_size"))
     set_det = C._set_deterministic_algorithms
 
     def get_det() -> tuple[bool, bool]:
@@ -153,9 +160,12 @@ def settings(torch: ModuleType) -> list[Setting]:
     def set_pair(deterministic: bool, warn_only: bool) -> None:
         set_det(deterministic, warn_only=warn_only)
 
-    for name, first in (("algorithms.deterministic", True), ("algorithms.warn_only", False)):
+    for name, first, spelling in (
+        ("algorithms.deterministic", True, "torch.use_deterministic_algorithms()"),
+        ("algorithms.warn_only", False, "torch.use_deterministic_algorithms(warn_only=)"),
+    ):
         own_get, push = _pair(get_det, set_pair, first)
-        found.append(Setting(name, own_get, push, push))
+        found.append(Setting(name, own_get, push, push, spelling))
     return found
 
 
