@@ -242,9 +242,13 @@ mirror: Mirror | None = None
 
 def install(new: Mirror | None) -> None:
     """Make ``new`` the mirror that the engine notifies (``None``: none, at no cost); brings the
-    library in step with the current context at once."""
+    library in step with the current context at once. The mirror replaced first gives the library
+    back its own value of every flag it holds."""
     global mirror, _compiled
-    mirror = new
+    old, mirror = mirror, new
+    if old is not None and old is not new:
+        with _lock:
+            old.apply([UNSET] * len(old.settings))
     if speedups is not None:
         _compiled = speedups if new is not None else None
         speedups.mirror_configure(new, UNSET, _DEFAULT)
