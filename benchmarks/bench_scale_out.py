@@ -6,9 +6,10 @@ local Ray cluster (one CPU), ``client.submit(f, i, pure=False).result()`` on a o
 ``distributed.LocalCluster`` (a worker process). The plain call (A) and the carrying one (B) are
 timed in back-to-back batches, alternating which goes first, so that drift in the machine's speed
 cancels out of each pair; the table gives the median per call of each, the added time (B - A,
-median of the pairs) and the ratio B / A. What B adds: taking ``backends.snapshot()`` in the
-caller, pickling it with the call, and entering it as a scope in the worker; the first row times
-that work alone, in this process, where no engine's noise hides it.
+median of the pairs) and the ratio B / A, with the lowest and highest pair's ratio. What B adds:
+taking ``backends.snapshot()`` in the caller, sending it with the call (encoded as plain data for
+Ray, pickled by Dask), and entering it as a scope in the worker; the first rows time that work
+alone, in this process, where no engine's noise hides it.
 
     python benchmarks/bench_scale_out.py [--quick]
 
@@ -44,10 +45,11 @@ def _batch(call: Callable[[int], object], calls: int) -> float:
 def alternate(
     plain: Callable[[int], object], carrying: Callable[[int], object], calls: int, pairs: int
 ) -> dict[str, float]:
-    """Medians (µs per call) of A and B, of their per-pair difference, and the ratio B / A."""
+    """Medians (µs per call) of A and B, of their per-pair difference, the ratio B / A, and the
+    lowest and highest ratio of one pair (the spread)."""
     for call in (plain, carrying):  # warm up: workers started, functions shipped
         _batch(call, max(5, calls // 4))
-    a_times, b_times, added = [], [], []
+    a_times, b_times, added, ratios = [], [], [], []
     for pair in range(pairs):
         order = (plain, carrying) if pair % 2 == 0 else (carrying, plain)
         first, second = (_batch(call, calls) for call in order)
@@ -55,28 +57,51 @@ def alternate(
         a_times.append(a)
         b_times.append(b)
         added.append(b - a)
+        ratios.append(b / a)
     a, b = statistics.median(a_times), statistics.median(b_times)
-    return {"A": a * 1e6, "B": b * 1e6, "added": statistics.median(added) * 1e6, "ratio": b / a}
+    return {
+        "A": a * 1e6, "B": b * 1e6, "added": statistics.median(added) * 1e6, "ratio": b / a,
+        "low": min(ratios), "high": max(ratios),
+    }  # fmt: skip
 
 
 def _row(name: str, result: dict[str, float]) -> str:
     return (f"{name:<44} A {result['A']:9.1f} us   B {result['B']:9.1f} us   "
-            f"added {result['added']:+8.1f} us   ratio B/A {result['ratio']:.3f}")  # fmt: skip
+            f"added {result['added']:+8.1f} us   ratio B/A {result['ratio']:.3f} "
+            f"(pairs {result['low']:.3f} - {result['high']:.3f})")  # fmt: skip
 
 
-def bench_in_process(number: int) -> str:
-    """The integrations' own work per call, without the engines: the snapshot taken in the caller,
-    pickled and unpickled (which validates it), and entered and exited as a scope."""
-    import pickle
+def bench_in_process(number: int) -> list[str]:
+    """The integrations' own work per call, without the engines, under a few overrides: the snapshot
+    taken in the caller, encoded as Ray's integration sends it, decoded (which checks it), and
+    entered and exited as a scope. Once as call after call carries the same flags (what each end
+    has cached), once with flags never carried before (a new scope each call: nothing cached)."""
     import timeit
 
+    from backends._engine.carry import decode, encode
+
     def carried() -> None:
-        snap = pickle.loads(pickle.dumps(backends.snapshot()))
-        with snap:
+        with decode(encode(backends.snapshot())):
             pass
 
-    best = min(timeit.repeat(carried, number=number, repeat=7)) / number
-    return f"{'in process: snapshot, pickle, unpickle, enter':<44} {best * 1e6:9.1f} us per call (best of 7)"
+    fresh = iter(range(1, 1 << 30))
+
+    def carried_new() -> None:
+        with backends.flags({"cudnn.benchmark_limit": next(fresh)}), decode(encode(backends.snapshot())):
+            pass
+
+    def built_alone() -> None:  # what carried_new adds for its new scope: subtracted below
+        with backends.flags({"cudnn.benchmark_limit": next(fresh)}):
+            pass
+
+    rows = []
+    with backends.cudnn.flags(deterministic=True), backends.cuda.matmul.tf32(True):  # a caller's few overrides
+        same = min(timeit.repeat(carried, number=number, repeat=7)) / number
+        new = min(timeit.repeat(carried_new, number=number, repeat=7)) / number
+        scope = min(timeit.repeat(built_alone, number=number, repeat=7)) / number
+    rows.append(f"{'in process: snapshot, encode, decode, enter, exit':<52} {same * 1e6:9.2f} us per call (best of 7)")
+    rows.append(f"{'  the same, flags never carried before':<52} {(new - scope) * 1e6:9.2f} us per call (best of 7)")
+    return rows
 
 
 def bench_ray(calls: int, pairs: int) -> str:
@@ -123,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"backends {backends.__version__} ({engine}), Python {platform.python_version()}, {platform.machine()}")
     print(f"per remote round trip; medians of {pairs} alternating pairs of {calls} sequential calls"
           + (" (--quick: rough figures)" if quick else ""))  # fmt: skip
-    print(bench_in_process(200 if quick else 5_000))
+    print(*bench_in_process(200 if quick else 5_000), sep="\n")
     print(bench_ray(calls, pairs))
     print(bench_dask(calls, pairs))
     return 0

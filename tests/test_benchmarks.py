@@ -211,8 +211,10 @@ def test_bench_scale_out_quick_prints_each_engine_beside_its_plain_call_as_a_rat
     )
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    assert any(line.startswith("in process: snapshot, pickle, unpickle, enter") for line in lines), result.stdout
+    for row in ("in process: snapshot, encode, decode, enter, exit", "  the same, flags never carried before"):
+        line = next((line for line in lines if line.startswith(row)), None)
+        assert line is not None and line.endswith("us per call (best of 7)"), result.stdout
     for row in ("Ray task: plain (A), backends_ray (B)", "Dask submit: plain (A), backends_dask (B)"):
         line = next(line for line in lines if line.startswith(row))
-        assert " A " in line and " B " in line and "added" in line and "ratio B/A" in line, line
+        assert " A " in line and " B " in line and "added" in line and "ratio B/A" in line and "(pairs " in line, line
     assert "alternating pairs" in result.stdout  # plain and carrying calls measured in turns, in one run

@@ -180,3 +180,69 @@ def test_misuse_gets_a_clear_error(dask_client: Any) -> None:
         backends_dask.submit(dask_client, 42)
     with pytest.raises(TypeError, match=r"without the caller's flags: the first argument must be a backends\.Snapshot"):
         backends_dask.UnderFlags(observed)({"cudnn.deterministic": True})
+
+
+# -- async def tasks, run by Dask on the worker's event loop ------------------------------------------
+async def observed_async(tag: object = None) -> tuple[object, tuple[bool, bool, bool], bool]:
+    import asyncio
+
+    in_loop = asyncio.get_running_loop() is not None  # Dask awaits it: it is not handed back as a coroutine
+    await asyncio.sleep(0)
+    return tag, observed()[1], in_loop
+
+
+def test_async_def_through_submit_map_and_compute_runs_as_dask_runs_it_under_the_flags(dask_client: Any) -> None:
+    import inspect
+
+    assert inspect.iscoroutinefunction(backends_dask.UnderFlags(observed_async))  # what Dask reads
+    assert not inspect.iscoroutinefunction(backends_dask.UnderFlags(observed))
+    assert dask_client.submit(observed_async, "alone").result(timeout=30) == ("alone", DEFAULTS, True)  # Dask alone
+    with backends.cudnn.flags(deterministic=True):
+        submitted = backends_dask.submit(dask_client, observed_async, "d")
+        mapped = backends_dask.map(dask_client, observed_async, ["e", "f"])
+        (computed,) = backends_dask.compute(dask.delayed(observed_async)("g"))
+    scoped = (True, False, False)
+    assert submitted.result(timeout=30) == ("d", scoped, True)
+    assert dask_client.gather(mapped) == [("e", scoped, True), ("f", scoped, True)]
+    assert computed == ("g", scoped, True)
+    assert backends_dask.submit(dask_client, observed_async, "after").result(timeout=30) == ("after", DEFAULTS, True)
+
+
+# -- functions decorated in a notebook or a script's __main__ -------------------------------------------
+def test_decorated_functions_from_main_run_on_the_worker_with_their_own_pin(dask_client: Any) -> None:
+    from tests._main_cell import as_main
+
+    cell = as_main()  # cloudpickle copies these by value, as a notebook's
+    pinned, pinned_async, model = cell["pinned"], cell["pinned_async"], cell["Model"](2)
+    with backends.cudnn.flags(benchmark=True):
+        ours = [
+            backends_dask.submit(dask_client, pinned, "a"),
+            backends_dask.submit(dask_client, pinned_async, "b"),
+            *backends_dask.map(dask_client, pinned, ["c"]),
+            backends_dask.submit(dask_client, model.predict, 3),
+        ]
+        (computed,) = backends_dask.compute(dask.delayed(pinned)("d"))
+        alone = dask_client.submit(pinned, "e")  # Dask alone: the pin goes along, the caller's flags do not
+        bound = dask_client.submit(backends.bind(cell["unpinned"]), "f")
+    pin = (True, True)
+    assert dask_client.gather(ours) == [("a", pin), ("b", pin), ("c", pin), (6, pin)]
+    assert computed == ("d", (True, True))
+    assert alone.result(timeout=30) == ("e", (True, False))
+    assert bound.result(timeout=30) == ("f", (False, True))
+
+
+def test_a_function_dask_cannot_pickle_is_named_with_the_reason(dask_client: Any) -> None:
+    from tests._main_cell import as_main
+
+    cell = as_main(
+        "import threading\nimport backends\nlock = threading.Lock()\n"
+        "@backends.cudnn.flags(deterministic=True)\ndef guarded(x):\n    with lock:\n        return x\n"
+    )
+    reason = r"Dask cannot send guarded to its workers: TypeError: cannot pickle '_thread.lock'"
+    with pytest.raises(TypeError, match=reason):
+        backends_dask.submit(dask_client, cell["guarded"], 1)
+    # client.map names each task by hashing its function first (pure=True): Dask's own error names it.
+    with pytest.raises((TypeError, RuntimeError), match=r"guarded"):
+        backends_dask.map(dask_client, cell["guarded"], [1])
+    with pytest.raises(TypeError, match=r"Dask cannot send guarded to its workers"):
+        backends_dask.map(dask_client, cell["guarded"], [1], pure=False)

@@ -133,7 +133,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("built")
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     for package, source in SOURCES.items():
-        for kind, interface in (("current", "1"), ("stale", "999"), ("unstamped", None)):
+        current = str(accelerator.INTERFACES[f"backends.{package}._speedups"])
+        for kind, interface in (("current", current), ("stale", "999"), ("unstamped", None)):
             _build(source, folder / f"{package}-{kind}{suffix}", interface)
     return folder
 

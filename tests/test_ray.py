@@ -246,3 +246,91 @@ def test_misuse_gets_a_clear_error() -> None:
     # ...and with one, it runs under it.
     snap = backends.Snapshot.from_dict({**backends.snapshot(), "cudnn.benchmark": True})
     assert ray.get(flags_in_a_task.ray_remote_function.remote(snap, "x"), timeout=60)[1] == (False, True, False)
+
+
+# -- what a worker accepts as the caller's flags -------------------------------------------------------
+class WritesAMarker:
+    """A pickle whose loading writes a file: it must never be loaded where it is sent as data."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (open, (self.path, "w"))
+
+
+@backends_ray.remote
+class Echo:
+    def echo(self, data: bytes) -> tuple[int, tuple[bool, bool, bool]]:
+        return len(data), observed()
+
+
+@backends_ray.remote
+def echo(data: bytes) -> tuple[int, tuple[bool, bool, bool]]:
+    return len(data), observed()
+
+
+def test_bytes_sent_first_to_rays_own_objects_are_never_unpickled(tmp_path: Any) -> None:
+    marker = tmp_path / "loaded"
+    payloads = {
+        "a pickle that writes a file when loaded": pickle.dumps(WritesAMarker(str(marker))),
+        "random bytes": os.urandom(64),
+        "a pickled snapshot": pickle.dumps(backends.snapshot()),
+    }
+    actor = Echo.remote()
+    for what, payload in payloads.items():
+        for call in (echo.ray_remote_function.remote, actor.ray_actor_handle.echo.remote):
+            with pytest.raises(ray.exceptions.RayTaskError) as raised:
+                ray.get(call(payload, b"data"), timeout=60)
+            assert isinstance(raised.value.as_instanceof_cause(), TypeError), what
+            assert "without the caller's flags" in str(raised.value), what
+            assert "got bytes that are not the flags .remote() sends" in str(raised.value), what
+    assert not marker.exists()  # no payload ran in any worker
+    # Any other argument is passed as it is, bytes included; the wrappers' own calls work as before.
+    with backends.cudnn.flags(deterministic=True):
+        assert ray.get(echo.remote(payloads["random bytes"]), timeout=60) == (64, (True, False, False))
+        assert ray.get(actor.echo.remote(payloads["a pickled snapshot"]), timeout=60)[1] == (True, False, False)
+    assert not marker.exists()
+
+
+def test_the_encoded_flags_that_remote_sends_decode_in_the_worker_and_a_tampered_copy_is_refused() -> None:
+    from backends._engine.carry import MAGIC, encode
+
+    with backends.cudnn.flags(benchmark=True):
+        sent = encode(backends.snapshot())  # what .remote() sends
+    assert ray.get(echo.ray_remote_function.remote(sent, b"xy"), timeout=60) == (2, (False, True, False))
+    tampered = sent.replace(b'"cudnn.benchmark":true', b'"cudnn.benchmark":"yes"')
+    assert tampered != sent and tampered.startswith(MAGIC)
+    with pytest.raises(ray.exceptions.RayTaskError, match=r"flags encoded by backends that this worker cannot read"):
+        ray.get(echo.ray_remote_function.remote(tampered, b"xy"), timeout=60)
+
+
+# -- functions decorated in a notebook or a script's __main__ -------------------------------------------
+def test_decorated_functions_from_main_run_on_workers_with_their_own_pin() -> None:
+    from tests._main_cell import as_main
+
+    cell = as_main()  # cloudpickle copies these by value, as a notebook's
+    pinned = backends_ray.remote(cell["pinned"])
+    numbers = backends_ray.remote(cell["pinned_numbers"])
+    plain = ray.remote(cell["pinned"])  # Ray alone: the pin goes along, the caller's flags do not
+    with backends.cudnn.flags(benchmark=True):
+        bound = backends.bind(cell["unpinned"])
+    calls_bound = ray.remote(lambda tag: bound(tag))  # (ray.remote takes functions: one that calls it)
+    with backends.cudnn.flags(benchmark=True):
+        refs = [pinned.remote("a"), plain.remote("b"), calls_bound.remote("c")]
+        streamed = numbers.options(num_returns="streaming").remote(2)
+    assert ray.get(refs, timeout=60) == [("a", (True, True)), ("b", (True, False)), ("c", (False, True))]
+    assert [ray.get(ref, timeout=60) for ref in streamed] == [(0, (True, True)), (1, (True, True))]
+
+
+def test_an_actor_class_from_main_with_decorated_methods_runs_them_with_their_pin() -> None:
+    from tests._main_cell import as_main
+
+    Model = as_main()["Model"]
+    with backends.cudnn.flags(benchmark=True):
+        ours = backends_ray.remote(Model).remote(2)
+        theirs = ray.remote(Model).remote(3)
+        calls = [ours.predict.remote(5), ours.predict_async.remote(5), ours.unpinned.remote(5)]
+        calls.append(theirs.predict.remote(1))  # Ray alone: the pin goes along, the caller's flags do not
+    pin = (True, True)
+    assert ray.get(calls, timeout=60) == [(10, pin), (10, pin), (10, (False, True)), (3, (True, False))]

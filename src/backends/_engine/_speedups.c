@@ -20,6 +20,9 @@
  *                           thread that checked last is the only one holding values; everything
  *                           else is the pure Mirror.arbitrate. Scope entry (before publishing)
  *                           and exit (after resetting) call it where a mirror is configured.
+ *   DecoratedCore.call      a call of a function decorated with a scope (scope.py's
+ *                           Decorated.call): enter, call, exit, in C; an exception's unwinding
+ *                           and a result whose body runs later go to the pure path's helpers.
  *
  * Setting and deleting a flag attribute, and reading it on the class, go to the property the
  * pure path would use. No Python code runs between publishing a frame and recording its entry,
@@ -37,9 +40,9 @@
 #include <stddef.h> /* offsetof: Python.h no longer includes it in 3.13 */
 
 /* The version of the interface between this file and the Python code that uses it, stored as the
- * module's INTERFACE: the Python code (backends/_engine/accelerator.py, INTERFACES) leaves a
+ * module's INTERFACE: the Python code (src/backends/_engine/accelerator.py, INTERFACES) leaves a
  * module built for another one unused. Bump both with any change of what one expects of the other. */
-#define BACKENDS_INTERFACE 2
+#define BACKENDS_INTERFACE 3
 
 #ifdef Py_GIL_DISABLED
 #error "the accelerator relies on the GIL: a free-threaded CPython uses the pure-Python engine"
@@ -66,6 +69,9 @@ typedef struct {
     PyObject *published;
     PyObject *str_exit_slow;
     PyObject *str_enter_slow;
+    /* set by configure_calls(): scope.py's _unwind and follow */
+    PyObject *unwind;
+    PyObject *follow;
     PyTypeObject *flag_type;
     PyTypeObject *scope_type;
     PyTypeObject *fastflags_type;
@@ -89,6 +95,7 @@ typedef struct {
     /* The thread inside a push, or 0: pushes are serialised (mirror.py's _lock, for this engine),
      * a push from inside a push is not waited for. Changed only with the GIL held. */
     unsigned long m_busy;
+    PyTypeObject *decorated_type;
 } engine_state;
 
 static struct PyModuleDef engine_module;
@@ -1044,6 +1051,243 @@ static PyType_Spec scope_spec = {
     .slots = scope_slots,
 };
 
+/* -- decorated calls ---------------------------------------------------------------------- *
+ * A function decorated with a scope is a small Python function that hands each call to
+ * Decorated.call(args, kwargs) (scope.py says why). For a plain function this is that call,
+ * line for line: the frame before the entry, scope.__enter__(), fn(*args, **kwargs),
+ * scope.__exit__(), and follow(scope, result) for a coroutine, generator or async generator
+ * returned where none was expected. An exception from the entry or the call, or from the exit,
+ * is handed to _unwind(scope, parent, error[, exiting=True]) as the pure path's `except
+ * BaseException` does, and raised again. The other kinds call their pure-path wrapper (_inner). */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *scope;
+    PyObject *fn;
+    PyObject *kind;
+    PyObject *enter; /* scope.__enter__, bound */
+    PyObject *exit;  /* scope.__exit__, bound */
+    PyObject *inner; /* None for a function; else the pure path's wrapper of that kind */
+} DecoratedCore;
+
+/* The exception being raised, taken (normalised, with its traceback), or NULL if none. */
+static PyObject *
+take_exception(void)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyErr_GetRaisedException();
+#else
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (type == NULL) {
+        return NULL;
+    }
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL && value != NULL) {
+        PyException_SetTraceback(value, traceback);
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(traceback);
+    return value;
+#endif
+}
+
+/* Raise `error` (an exception instance) again, with its traceback; steals the reference. */
+static void
+give_exception(PyObject *error)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(error);
+#else
+    PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(error)), error, PyException_GetTraceback(error));
+#endif
+}
+
+/* With an exception being raised: `except BaseException as error: _unwind(scope, parent, error,
+ * exiting); raise`. The exception is raised again, or what the unwinding raised, with `error` as
+ * its __context__ (it is the exception being handled while _unwind runs, as in that block). */
+static void
+unwind_raised(engine_state *st, PyObject *scope, PyObject *parent, int exiting)
+{
+    PyObject *error = take_exception();
+    if (error == NULL) { /* a NULL result with no exception: a bug elsewhere, said so */
+        PyErr_SetString(PyExc_SystemError, "a decorated call failed without an exception");
+        return;
+    }
+#if PY_VERSION_HEX >= 0x030B0000
+    PyObject *handled = PyErr_GetHandledException();
+    PyErr_SetHandledException(error);
+#endif
+    PyObject *args[4] = {scope, parent, error, exiting ? Py_True : Py_False};
+    PyObject *unwind = Py_NewRef(st->unwind);
+    PyObject *done = PyObject_Vectorcall(unwind, args, 4, NULL);
+    Py_DECREF(unwind);
+#if PY_VERSION_HEX >= 0x030B0000
+    PyErr_SetHandledException(handled);
+    Py_XDECREF(handled);
+#endif
+    if (done != NULL) {
+        Py_DECREF(done);
+        give_exception(error);
+        return;
+    }
+    PyObject *other = take_exception();
+    if (other == NULL) { /* (cannot be: done is NULL) */
+        give_exception(error);
+        return;
+    }
+    PyObject *context = other == error ? NULL : PyException_GetContext(other);
+    if (other != error && context == NULL) {
+        PyException_SetContext(other, error); /* steals error */
+    }
+    else {
+        Py_XDECREF(context);
+        Py_DECREF(error);
+    }
+    give_exception(other);
+}
+
+static PyObject *
+decorated_call(PyObject *op, PyTypeObject *defining, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (nargs != 2 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) || !PyTuple_Check(args[0]) ||
+        (args[1] != Py_None && !PyDict_Check(args[1]))) {
+        PyErr_SetString(PyExc_TypeError, "call(args, kwargs) takes a tuple and a dict");
+        return NULL;
+    }
+    engine_state *st = configured(module_state(PyType_GetModule(defining)));
+    if (st == NULL) {
+        return NULL;
+    }
+    if (st->unwind == NULL || st->follow == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "backends._engine._speedups.configure_calls() has not run");
+        return NULL;
+    }
+    DecoratedCore *self = (DecoratedCore *)op;
+    if (self->scope == NULL || self->fn == NULL || self->enter == NULL || self->exit == NULL || self->inner == NULL) {
+        PyErr_SetString(PyExc_TypeError, "DecoratedCore is the compiled base of backends' Decorated: "
+                                         "build it with Decorated(scope, fn, kind)");
+        return NULL;
+    }
+    PyObject *positional = args[0], *keywords = args[1] == Py_None ? NULL : args[1];
+    if (self->inner != Py_None) {
+        PyObject *inner = Py_NewRef(self->inner);
+        PyObject *result = PyObject_Call(inner, positional, keywords);
+        Py_DECREF(inner);
+        return result;
+    }
+    /* owned for the call: the members can be replaced while it runs */
+    PyObject *scope = Py_NewRef(self->scope), *fn = Py_NewRef(self->fn);
+    PyObject *enter = Py_NewRef(self->enter), *exit = Py_NewRef(self->exit);
+    PyObject *parent = NULL, *result = NULL, *done;
+    if (PyContextVar_Get(st->overrides_var, st->no_scope, &parent) < 0) {
+        goto finish;
+    }
+    done = PyObject_CallNoArgs(enter);
+    if (done == NULL) {
+        unwind_raised(st, scope, parent, 0);
+        goto finish;
+    }
+    Py_DECREF(done);
+    result = PyObject_Call(fn, positional, keywords);
+    if (result == NULL) {
+        unwind_raised(st, scope, parent, 0);
+        goto finish;
+    }
+    done = PyObject_CallNoArgs(exit);
+    if (done == NULL) {
+        Py_CLEAR(result);
+        unwind_raised(st, scope, parent, 1);
+        goto finish;
+    }
+    Py_DECREF(done);
+    if (PyCoro_CheckExact(result) || PyGen_CheckExact(result) || PyAsyncGen_CheckExact(result)) {
+        PyObject *follow = Py_NewRef(st->follow);
+        PyObject *pair[2] = {scope, result};
+        PyObject *followed = PyObject_Vectorcall(follow, pair, 2, NULL);
+        Py_DECREF(follow);
+        Py_SETREF(result, followed);
+    }
+finish:
+    Py_XDECREF(parent);
+    Py_DECREF(scope);
+    Py_DECREF(fn);
+    Py_DECREF(enter);
+    Py_DECREF(exit);
+    return result;
+}
+
+static int
+decorated_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    DecoratedCore *self = (DecoratedCore *)op;
+    Py_VISIT(Py_TYPE(op));
+    Py_VISIT(self->scope);
+    Py_VISIT(self->fn);
+    Py_VISIT(self->kind);
+    Py_VISIT(self->enter);
+    Py_VISIT(self->exit);
+    Py_VISIT(self->inner);
+    return 0;
+}
+
+static int
+decorated_clear(PyObject *op)
+{
+    DecoratedCore *self = (DecoratedCore *)op;
+    Py_CLEAR(self->scope);
+    Py_CLEAR(self->fn);
+    Py_CLEAR(self->kind);
+    Py_CLEAR(self->enter);
+    Py_CLEAR(self->exit);
+    Py_CLEAR(self->inner);
+    return 0;
+}
+
+static void
+decorated_dealloc(PyObject *op)
+{
+    /* as scope_dealloc: a Python subclass's dealloc calls this */
+    PyTypeObject *type = Py_TYPE(op);
+    PyObject_GC_UnTrack(op);
+    decorated_clear(op);
+    type->tp_free(op);
+    Py_DECREF(type);
+}
+
+static PyMethodDef decorated_methods[] = {
+    {"call", (PyCFunction)(void (*)(void))decorated_call, METHOD_FLAGS,
+     "call(args, kwargs): fn(*args, **kwargs) under the scope (see backends' Decorated)."},
+    {NULL},
+};
+
+static PyMemberDef decorated_members[] = {
+    {"scope", OBJECT_MEMBER, offsetof(DecoratedCore, scope), 0, "the scope"},
+    {"fn", OBJECT_MEMBER, offsetof(DecoratedCore, fn), 0, "the function it applies to"},
+    {"kind", OBJECT_MEMBER, offsetof(DecoratedCore, kind), 0, "what fn is: function, coroutine, generator, ..."},
+    {"_enter", OBJECT_MEMBER, offsetof(DecoratedCore, enter), 0, "scope.__enter__"},
+    {"_exit", OBJECT_MEMBER, offsetof(DecoratedCore, exit), 0, "scope.__exit__"},
+    {"_inner", OBJECT_MEMBER, offsetof(DecoratedCore, inner), 0, "None, or the pure path's wrapper of that kind"},
+    {NULL},
+};
+
+static PyType_Slot decorated_slots[] = {
+    {Py_tp_doc, "The compiled call of backends' Decorated."},
+    {Py_tp_traverse, decorated_traverse},
+    {Py_tp_clear, decorated_clear},
+    {Py_tp_dealloc, decorated_dealloc},
+    {Py_tp_methods, decorated_methods},
+    {Py_tp_members, decorated_members},
+    {0, NULL},
+};
+
+static PyType_Spec decorated_spec = {
+    .name = "backends._engine._speedups.DecoratedCore",
+    .basicsize = sizeof(DecoratedCore),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = decorated_slots,
+};
+
 /* -- namespace flags(...) ---------------------------------------------------------------- */
 
 /* The common call of a namespace's flags(): one bool keyword, flags(deterministic=True). Its
@@ -1416,6 +1660,23 @@ mirror_after_fork(PyObject *module, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+static PyObject *
+configure_calls(PyObject *module, PyObject *args)
+{
+    PyObject *unwind, *follow;
+    if (!PyArg_ParseTuple(args, "OO:configure_calls", &unwind, &follow)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(unwind) || !PyCallable_Check(follow)) {
+        PyErr_SetString(PyExc_TypeError, "configure_calls(unwind, follow) takes two callables");
+        return NULL;
+    }
+    engine_state *st = module_state(module);
+    Py_XSETREF(st->unwind, Py_NewRef(unwind));
+    Py_XSETREF(st->follow, Py_NewRef(follow));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(overrides, NO_SCOPE, EMPTY, published): the engine's ContextVar, its default, "
@@ -1424,6 +1685,8 @@ static PyMethodDef module_methods[] = {
     {"reset_frame", reset_frame, METH_O, "reset_frame(token): the engine's ContextVar.reset, safe from finalisers on 3.11."},
     {"flag_descriptor", (PyCFunction)(void (*)(void))flag_descriptor, METH_FASTCALL,
      "flag_descriptor(name, slot, property): a flag attribute that reads in C."},
+    {"configure_calls", configure_calls, METH_VARARGS,
+     "configure_calls(unwind, follow): the pure path's helpers of a decorated call (scope.py)."},
     {"fast_flags", (PyCFunction)(void (*)(void))fast_flags, METH_FASTCALL,
      "fast_flags(single, fallback): a namespace's flags() with its one-bool-keyword calls in C."},
     {"mirror_configure", mirror_configure, METH_VARARGS,
@@ -1465,7 +1728,8 @@ engine_exec(PyObject *module)
     if (add_type(module, &flag_spec, NULL, &st->flag_type) < 0 ||
         add_type(module, &scope_spec, NULL, &st->scope_type) < 0 ||
         add_type(module, &fastflags_spec, NULL, &st->fastflags_type) < 0 ||
-        add_type(module, &step_spec, NULL, &st->step_type) < 0) {
+        add_type(module, &step_spec, NULL, &st->step_type) < 0 ||
+        add_type(module, &decorated_spec, NULL, &st->decorated_type) < 0) {
         return -1;
     }
     return 0;
@@ -1491,6 +1755,9 @@ engine_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->m_unset);
     Py_VISIT(st->m_seen_values);
     Py_VISIT(st->m_seen_defaults);
+    Py_VISIT(st->unwind);
+    Py_VISIT(st->follow);
+    Py_VISIT(st->decorated_type);
     return 0;
 }
 
@@ -1509,6 +1776,9 @@ engine_clear(PyObject *module)
     Py_CLEAR(st->fastflags_type);
     Py_CLEAR(st->step_type);
     mirror_clear(st);
+    Py_CLEAR(st->unwind);
+    Py_CLEAR(st->follow);
+    Py_CLEAR(st->decorated_type);
     return 0;
 }
 

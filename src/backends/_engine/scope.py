@@ -20,6 +20,8 @@ Semantics, in the manner of ``decimal.localcontext`` and ``contextlib``:
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 import contextvars
 import functools
 import types
@@ -307,14 +309,14 @@ class Scope(_Base):
         import inspect  # here, not at import: `inspect` costs ~8 ms of `import backends`
 
         if inspect.isasyncgenfunction(fn):
-            wrapper: Callable[..., Any] = _async_generator(self, fn)
+            kind = ASYNC_GENERATOR
         elif inspect.isgeneratorfunction(fn):
-            wrapper = _generator(self, fn)
+            kind = GENERATOR
         elif inspect.iscoroutinefunction(fn):
-            wrapper = _coroutine(self, fn)
+            kind = COROUTINE
         else:
-            wrapper = _function(self, fn)
-        return functools.wraps(fn)(wrapper)  # type: ignore[return-value]
+            kind = FUNCTION
+        return functools.wraps(fn)(_trampoline(Decorated(self, fn, kind).call, kind))  # type: ignore[return-value]
 
 
 del _Base  # Scope.__bases__ names it; the module does not need the alias
@@ -469,19 +471,63 @@ def _unwind(scope: Scope, parent: Any, error: BaseException, exiting: bool = Fal
     scope.__exit__(type(error), error, error.__traceback__)
 
 
-def _function(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]:
-    enter, exit_ = scope.__enter__, scope.__exit__
+#: What a decorated callable is, as ``inspect`` tells at decoration: the kind of function
+#: ``@scope`` returns, and of the call ``Decorated`` makes.
+FUNCTION, COROUTINE, GENERATOR, ASYNC_GENERATOR = "function", "coroutine", "generator", "async generator"
+_KINDS = (FUNCTION, COROUTINE, GENERATOR, ASYNC_GENERATOR)
 
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        parent = current()
+if TYPE_CHECKING or speedups is None:
+    _DecoratedBase = object
+    _DECORATED_SLOTS: tuple[str, ...] = ("scope", "fn", "kind", "_enter", "_exit", "_inner")
+else:
+    # call() of a decorated function in C; everything else (building, pickling) here.
+    _DecoratedBase = speedups.DecoratedCore
+    _DECORATED_SLOTS = ()  # scope, fn, kind, _enter, _exit and _inner are the C base's
+
+
+class Decorated(_DecoratedBase):
+    """What a function decorated with a scope hands each call to: ``call(args, kwargs)`` runs
+    ``fn(*args, **kwargs)`` under ``scope``, as ``kind`` (``FUNCTION``: entered around the call;
+    the other kinds: around the body of the coroutine, generator or async generator it returns).
+
+    Pickles as ``(scope, fn, kind)`` and is rebuilt by the engine that loads it (either one),
+    so a decorated function that cloudpickle copies by value (defined in ``__main__`` or a
+    notebook) carries its scope's overrides and ``fn``, never the engine's state."""
+
+    __slots__ = _DECORATED_SLOTS
+    scope: Scope
+    fn: Callable[..., Any]
+    kind: str
+    _enter: Callable[[], Any]
+    _exit: Callable[..., Any]
+    _inner: Callable[..., Any] | None
+
+    def __init__(self, scope: Scope, fn: Callable[..., Any], kind: str) -> None:
+        if hasattr(self, "scope"):
+            raise TypeError(f"{self!r} is immutable: __init__ only builds a new one")
+        if not isinstance(scope, Scope) or not callable(fn) or kind not in _KINDS:
+            raise TypeError(
+                f"Decorated(scope, fn, kind) takes a backends.Scope, a callable and one of {_KINDS}, "
+                f"got {show(scope)}, {show(fn)}, {show(kind)}"
+            )
+        self.scope, self.fn, self.kind = scope, fn, kind
+        self._enter, self._exit = scope.__enter__, scope.__exit__
+        inner = {COROUTINE: _coroutine, GENERATOR: _generator, ASYNC_GENERATOR: _async_generator}.get(kind)
+        self._inner = None if inner is None else inner(scope, fn)
+
+    def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``fn(*args, **kwargs)`` under the scope (see the class)."""
+        if self._inner is not None:
+            return self._inner(*args, **kwargs)
+        scope, parent = self.scope, current()
         try:
-            enter()
-            result = fn(*args, **kwargs)
+            self._enter()
+            result = self.fn(*args, **kwargs)
         except BaseException as error:
             _unwind(scope, parent, error)
             raise
         try:
-            exit_()
+            self._exit()
         except BaseException as error:
             _unwind(scope, parent, error, exiting=True)
             raise
@@ -491,13 +537,84 @@ def _function(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]:
             return follow(scope, result)
         return result
 
-    return wrapper
+    if speedups is not None:  # the C base class's
+        del call
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The scope pickles through its constructor (a Scope or a Snapshot: neither can be
+        # subclassed), so the call loads under the same flags.
+        return (Decorated, (self.scope, self.fn, self.kind))
+
+    def __repr__(self) -> str:
+        return f"<backends decoration of {self.fn!r} ({self.kind}) under {self.scope!r}>"
+
+
+del _DecoratedBase  # as _Base: Decorated.__bases__ names it
+
+
+def _trampoline(call: Callable[[tuple[Any, ...], dict[str, Any]], Any], kind: str) -> Callable[..., Any]:
+    """A function of ``kind`` that hands each call to ``call`` (a ``Decorated``'s): what a
+    scope's decorator returns, with the decorated function's name, docstring and signature.
+    Its code uses nothing but builtins and ``call``, so cloudpickle, which copies a function
+    of ``__main__`` by value, copies only that code and ``call``, which pickles as its scope
+    and function: none of the engine's state (its ContextVar) goes with it. (Its globals are a
+    namespace of its own, builtins only, so not even this module's name and path go along.)"""
+    made = _TRAMPOLINES[kind](call)
+    return types.FunctionType(made.__code__, _TRAMPOLINE_GLOBALS, made.__name__, None, made.__closure__)
+
+
+def _calling(call: Callable[[tuple[Any, ...], dict[str, Any]], Any]) -> Callable[..., Any]:
+    def decorated(*args: Any, **kwargs: Any) -> Any:
+        return call(args, kwargs)
+
+    return decorated
+
+
+def _awaiting(call: Callable[[tuple[Any, ...], dict[str, Any]], Any]) -> Callable[..., Any]:
+    async def decorated(*args: Any, **kwargs: Any) -> Any:
+        return await call(args, kwargs)
+
+    return decorated
+
+
+def _yielding(call: Callable[[tuple[Any, ...], dict[str, Any]], Any]) -> Callable[..., Any]:
+    def decorated(*args: Any, **kwargs: Any) -> Any:
+        return (yield from call(args, kwargs))
+
+    return decorated
+
+
+def _async_yielding(call: Callable[[tuple[Any, ...], dict[str, Any]], Any]) -> Callable[..., Any]:
+    async def decorated(*args: Any, **kwargs: Any) -> Any:  # (an async generator cannot `yield from`)
+        inner = call(args, kwargs)
+        sent: Any = None
+        thrown: BaseException | None = None
+        while True:
+            try:
+                item = await (inner.asend(sent) if thrown is None else inner.athrow(thrown))
+            except StopAsyncIteration:
+                return
+            finally:
+                thrown = None
+            try:
+                sent = yield item
+            except GeneratorExit:
+                await inner.aclose()
+                raise
+            except BaseException as error:
+                thrown, sent = error, None
+
+    return decorated
+
+
+_TRAMPOLINE_GLOBALS = {"__builtins__": builtins}
+_TRAMPOLINES = {FUNCTION: _calling, COROUTINE: _awaiting, GENERATOR: _yielding, ASYNC_GENERATOR: _async_yielding}
 
 
 def _coroutine(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]:
     enter, exit_ = scope.__enter__, scope.__exit__
 
-    async def wrapper(*args: Any, **kwargs: Any) -> Any:  # _function's, awaiting
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:  # Decorated.call's, awaiting
         parent = current()
         try:
             enter()
@@ -530,6 +647,10 @@ def follow(scope: Scope, result: Any) -> Any:
     if isinstance(result, AsyncGenerator):
         return _async_generator(scope, lambda: result)()
     return result
+
+
+if speedups is not None:  # what the C call() hands the uncommon cases to
+    speedups.configure_calls(_unwind, follow)
 
 
 def _run_coroutine(scope: Scope, coroutine: Coroutine[Any, Any, Any]) -> Any:
@@ -585,8 +706,11 @@ def _generator(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         inner = fn(*args, **kwargs)
         context = contextvars.copy_context()
-        context.run(scope.__enter__)
-        return (yield from drive(inner, context.run))
+        token = _enter_in(context, scope)
+        try:
+            return (yield from drive(inner, context.run))
+        finally:
+            _leave(context, token)
 
     return wrapper
 
@@ -598,26 +722,50 @@ def _async_generator(scope: Scope, fn: Callable[..., Any]) -> Callable[..., Any]
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         inner = fn(*args, **kwargs)
         context = contextvars.copy_context()
-        context.run(scope.__enter__)
-        sent: Any = None
-        thrown: BaseException | None = None
-        while True:
-            try:
-                step = inner.asend(sent) if thrown is None else inner.athrow(thrown)
-                item = await Stepped(step, context.run)
-            except StopAsyncIteration:
-                return
-            finally:
-                thrown = None
-            try:
-                sent = yield item
-            except GeneratorExit:
-                await Stepped(inner.aclose(), context.run)
-                raise
-            except BaseException as error:
-                thrown, sent = error, None
+        token = _enter_in(context, scope)
+        try:
+            sent: Any = None
+            thrown: BaseException | None = None
+            while True:
+                try:
+                    step = inner.asend(sent) if thrown is None else inner.athrow(thrown)
+                    item = await Stepped(step, context.run)
+                except StopAsyncIteration:
+                    return
+                finally:
+                    thrown = None
+                try:
+                    sent = yield item
+                except GeneratorExit:
+                    await Stepped(inner.aclose(), context.run)
+                    raise
+                except BaseException as error:
+                    thrown, sent = error, None
+        finally:
+            _leave(context, token)
 
     return wrapper
+
+
+def _enter_in(context: contextvars.Context, scope: Scope) -> Any:
+    """Enter ``scope`` in ``context`` (a generator's own); the token of that entry, or ``None``
+    where it published no frame of its own (a subclass whose ``__enter__`` enters nothing)."""
+    before = context.get(overrides)
+    context.run(scope.__enter__)
+    frame: Any = context.get(overrides)
+    if frame is before or type(frame) not in _FRAMES or len(frame) != 3:
+        return None
+    return frame[TOKEN]
+
+
+def _leave(context: contextvars.Context, token: Any) -> None:
+    """Drop the entry ``_enter_in`` made in ``context`` when its generator is done (finished,
+    closed or collected), with whatever its body left entered above it, as dropping the context
+    would: the frame published there holds its token, which holds the context, a reference
+    cycle per call that only the cyclic garbage collector would free otherwise."""
+    if token is not None:
+        with contextlib.suppress(ValueError, RuntimeError):  # exited by hand inside the body: nothing left
+            context.run(_reset, token)
 
 
 @_final
@@ -668,7 +816,28 @@ class Snapshot(Scope, Mapping[str, Value]):
                 f"a Snapshot needs every flag; missing {', '.join(map(repr, missing))} "
                 f"(for a partial override use backends.flags(mapping))"
             )
-        super().__init__({name: checked[name] for name in NAMES})
+        if hasattr(self, "_overrides"):  # as Scope.__init__ (the values are checked already)
+            raise TypeError(f"{self!r} is immutable: __init__ only builds a new scope")
+        self._fill(tuple(checked[name] for name in NAMES))
+
+    @classmethod
+    def _of(cls, values: tuple[Any, ...]) -> Snapshot:
+        """The snapshot of ``values``, one per slot, each a flag's checked value (what the
+        engine's frames and defaults hold), without checking them again."""
+        self = cls.__new__(cls)
+        self._fill(values)
+        return self
+
+    def _fill(self, values: tuple[Any, ...]) -> None:
+        self._overrides = dict(zip(NAMES, values, strict=True))
+        self._alone = values  # every slot set: what entering publishes, over any values
+        self._memo = _NO_MEMO
+        self._label = None
+
+    def __dask_tokenize__(self) -> tuple[Any, ...]:
+        # Dask names a task by its arguments (a snapshot is one, with backends.integrations.dask):
+        # by the flags' names and values, where Dask's default would pickle the snapshot each time.
+        return ("backends.Snapshot", tuple(self._overrides.items()))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Snapshot:
@@ -681,13 +850,27 @@ class Snapshot(Scope, Mapping[str, Value]):
 
 
 _sealed = True  # Scope.__init_subclass__ refuses every class from here on
+#: The last snapshot taken, and the frame values and published defaults it was taken from: both
+#: immutable, so the same pair (by identity) gives the same snapshot. One store, atomic.
+_last_snapshot: tuple[Any, Any, Snapshot | None] = (None, None, None)
 
 
 def snapshot() -> Snapshot:
     """Every flag's effective value in the current context, as an immutable, hashable,
     picklable ``Snapshot`` (a ``Mapping[str, bool | int | str]`` by dotted name) that is
     also a scope applying all of them."""
-    return Snapshot(effective())
+    global _last_snapshot
+    values, defaults = current()[VALUES], state.published[0]
+    last = _last_snapshot
+    if last[0] is values and last[1] is defaults and last[2] is not None:
+        return last[2]
+    if type(values) is tuple and len(values) == len(NAMES) and type(defaults) is tuple:
+        # the engine's own frame and defaults: their values were checked when they were set
+        taken = Snapshot._of(tuple([d if v is None else v for v, d in zip(values, defaults, strict=False)]))
+    else:  # a frame set by hand: checked as any mapping is
+        taken = Snapshot(effective())
+    _last_snapshot = (values, defaults, taken)
+    return taken
 
 
 class Bound(functools.partial):  # type: ignore[type-arg]  # (partial[Any]: a runtime subscript of typing.Any)
@@ -700,6 +883,7 @@ class Bound(functools.partial):  # type: ignore[type-arg]  # (partial[Any]: a ru
     """
 
     snapshot: Snapshot
+    _call: Callable[[tuple[Any, ...], dict[str, Any]], Any]
 
     def __new__(cls, fn: Callable[..., Any], flags: Snapshot) -> Bound:
         if not callable(fn):
@@ -707,6 +891,7 @@ class Bound(functools.partial):  # type: ignore[type-arg]  # (partial[Any]: a ru
         self = super().__new__(cls, fn)
         functools.update_wrapper(self, fn)
         self.snapshot = flags
+        self._call = Decorated(flags, fn, FUNCTION).call
         return self
 
     @property
@@ -716,7 +901,7 @@ class Bound(functools.partial):  # type: ignore[type-arg]  # (partial[Any]: a ru
         return self.__wrapped__  # type: ignore[attr-defined, no-any-return]  # set by update_wrapper in __new__
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        result = _function(self.snapshot, self.fn)(*args, **kwargs)
+        result = self._call(args, kwargs)
         # A coroutine's or generator's body runs later: the wrapper follows CPython's own
         # types; bind(), not on a per-call hot path like decorators, also those registered
         # with the ABCs (Cython's).

@@ -24,8 +24,10 @@ objects and the collections ``dask.delayed`` takes. Needs ``dask[distributed]``
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable, Iterable
+import inspect
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import dask
@@ -43,11 +45,21 @@ __all__ = ["UnderFlags", "compute", "map", "submit"]
 normalize_token.register(Bound)(Bound.__dask_tokenize__)
 
 
+async def _coroutine_signature(flags: object, /, *args: Any, **kwargs: Any) -> Any:
+    """(What ``inspect`` reads of an ``UnderFlags`` of a coroutine function: its code.)"""
+
+
 class UnderFlags:
     """``fn`` as the worker runs it: called as ``UnderFlags(fn)(flags, *args, **kwargs)``, it
     enters ``flags`` (a ``backends.Snapshot``) around ``fn(*args, **kwargs)`` only, and raises
     ``TypeError`` if ``flags`` is anything else. It has ``fn``'s name, so Dask's keys and dashboard
-    show ``fn``; it pickles when ``fn`` does."""
+    show ``fn``; it pickles when ``fn`` does.
+
+    Of a coroutine function (``async def``) it is one too, as ``inspect.iscoroutinefunction``
+    tells (it has the code of one, as Cython's functions do): Dask's distributed workers run such
+    a task on their event loop, and the flags are entered around the whole of it, awaits included."""
+
+    __defaults__ = __kwdefaults__ = None  # with __code__, what inspect reads of a function-like object
 
     def __init__(self, fn: Callable[..., Any]) -> None:
         if not callable(fn):
@@ -55,15 +67,27 @@ class UnderFlags:
         self.fn = fn
         functools.update_wrapper(self, fn)
         del self.__wrapped__  # type: ignore[attr-defined]  # Dask would unwrap the name, not the call
+        self._coroutine = inspect.iscoroutinefunction(fn)
+        if self._coroutine:
+            self.__code__ = _coroutine_signature.__code__
 
-    def __call__(self, flags: object, /, *args: Any, **kwargs: Any) -> Any:
+    def _flags(self, flags: object) -> Snapshot:
         if not isinstance(flags, Snapshot):
             raise TypeError(
                 f"{getattr(self.fn, '__qualname__', self.fn)!r} was called without the caller's flags: "
                 f"the first argument must be a backends.Snapshot, got {type(flags).__name__}"
             )
-        with flags:
+        return flags
+
+    def __call__(self, flags: object, /, *args: Any, **kwargs: Any) -> Any:
+        if self._coroutine:
+            return self._awaited(self._flags(flags), args, kwargs)
+        with self._flags(flags):
             return self.fn(*args, **kwargs)
+
+    async def _awaited(self, flags: Snapshot, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        with flags:
+            return await self.fn(*args, **kwargs)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (UnderFlags, (self.fn,))
@@ -75,17 +99,39 @@ class UnderFlags:
 def submit(client: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     """``client.submit(fn, *args, **kwargs)``, the task run under the flags effective now; returns
     Dask's ``Future``. Raises ``TypeError`` if ``fn`` is not callable, and what ``client.submit``
-    raises."""
-    return client.submit(UnderFlags(fn), snapshot(), *args, **kwargs)
+    raises (a ``TypeError`` naming ``fn`` where Dask cannot pickle the task)."""
+    task = UnderFlags(fn)
+    with _naming(task):
+        return client.submit(task, snapshot(), *args, **kwargs)
 
 
 def map(client: Any, fn: Callable[..., Any], /, *iterables: Iterable[Any], **kwargs: Any) -> list[Any]:
     """``client.map(fn, *iterables, **kwargs)``, each task run under the flags effective now;
     returns Dask's list of ``Future``. The iterables are read here (into lists), as
-    ``client.map`` reads them. Raises ``TypeError`` if ``fn`` is not callable."""
+    ``client.map`` reads them. Raises ``TypeError`` if ``fn`` is not callable, or names ``fn``
+    where Dask cannot pickle its tasks."""
     lists = [list(iterable) for iterable in iterables]
     count = min((len(items) for items in lists), default=0)
-    return client.map(UnderFlags(fn), [snapshot()] * count, *lists, **kwargs)  # type: ignore[no-any-return]
+    task = UnderFlags(fn)
+    with _naming(task):
+        return client.map(task, [snapshot()] * count, *lists, **kwargs)  # type: ignore[no-any-return]
+
+
+@contextlib.contextmanager
+def _naming(task: UnderFlags) -> Iterator[None]:
+    """Dask's ``TypeError`` for a task it cannot pickle (``Could not serialize object of type ...``,
+    the reason only in its ``__cause__`` and Dask's log), raised again naming the function."""
+    try:
+        yield
+    except TypeError as error:
+        cause = error.__cause__
+        if cause is None or "serialize" not in str(error):
+            raise
+        name = getattr(task.fn, "__qualname__", None) or repr(task.fn)
+        raise TypeError(
+            f"Dask cannot send {name} to its workers: {type(cause).__name__}: {cause} (pickling the function, "
+            f"its arguments or what they refer to)"
+        ) from error
 
 
 def _new_key(key: Any, token: str) -> Any:
@@ -97,10 +143,21 @@ def _new_key(key: Any, token: str) -> Any:
 
 def _node_under(flags: object, node: Any, keys: tuple[Any, ...], *values: Any) -> Any:
     """A graph node run under ``flags``, given its dependencies' ``keys`` and ``values``."""
+    with _node_flags(flags):
+        return node(dict(zip(keys, values, strict=True)))
+
+
+async def _coroutine_node_under(flags: object, node: Any, keys: tuple[Any, ...], *values: Any) -> Any:
+    """``_node_under`` of a task whose function is a coroutine function: Dask's distributed
+    workers await it on their event loop, under ``flags`` throughout."""
+    with _node_flags(flags):
+        return await node(dict(zip(keys, values, strict=True)))
+
+
+def _node_flags(flags: object) -> Snapshot:
     if not isinstance(flags, Snapshot):
         raise TypeError(f"a task was called without the caller's flags, got {type(flags).__name__}")
-    with flags:
-        return node(dict(zip(keys, values, strict=True)))
+    return flags
 
 
 def _delayed_under(flags: Snapshot, delayed: Delayed) -> Delayed:
@@ -127,8 +184,9 @@ def _delayed_under(flags: Snapshot, delayed: Delayed) -> Delayed:
             node = node.substitute(renamed, key=subs[key])
             if isinstance(node, spec.Task):  # a call: the whole of it, its inline arguments too, under the flags
                 dependencies = tuple(node.dependencies)
+                under = _coroutine_node_under if node.is_coro else _node_under
                 node = spec.Task(
-                    subs[key], _node_under, flags_node, spec.DataNode(None, node), spec.DataNode(None, dependencies),
+                    subs[key], under, flags_node, spec.DataNode(None, node), spec.DataNode(None, dependencies),
                     *[spec.TaskRef(dependency) for dependency in dependencies],
                 )
         rewritten[subs[key]] = node

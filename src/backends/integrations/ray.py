@@ -11,8 +11,9 @@
         ref = work.remote(1)              # the task runs with cudnn.deterministic=True
 
 At each ``.remote()`` the caller takes a ``backends.snapshot()``, and Ray carries it to the worker
-as the call's first argument (pickled by the caller: ``bytes``, which Ray passes as they are); the
-worker enters it as a scope around that call only, so a worker process that Ray reuses keeps
+as the call's first argument (encoded by the caller as plain data in ``bytes``, which Ray passes as
+they are, and which the worker decodes and checks without running anything from them); the worker
+enters it as a scope around that call only, so a worker process that Ray reuses keeps
 nothing from one call to the next, and its process defaults are never touched. A task that calls
 ``.remote()`` itself passes its flags on the same way.
 
@@ -22,9 +23,9 @@ Mirrors of Ray's objects: ``RemoteFunction`` (``.remote``, ``.options``), ``Acto
 other tasks). Coroutine methods (async actors), generator functions and threaded actors work as
 with Ray: each call is one scope in its own task or thread. ``ActorHandle(ray.get_actor(name))``
 wraps a handle Ray gives back. Ray's own objects underneath (``RemoteFunction.ray_remote_function``,
-``ActorHandle.ray_actor_handle``) take the snapshot (a ``Snapshot``, or it pickled) as an explicit
-first argument; called without
-one, the worker raises ``TypeError`` saying so.
+``ActorHandle.ray_actor_handle``) take the snapshot (a ``Snapshot``, or the bytes ``.remote()``
+sends) as an explicit first argument; called with anything else there (other ``bytes`` included,
+which are never unpickled), the worker raises ``TypeError`` saying so.
 
 Needs ``ray`` (``pip install 'scoped-backends[ray]'``); ``import backends`` does not import it.
 """
@@ -33,35 +34,41 @@ from __future__ import annotations
 
 import functools
 import inspect
-import pickle
 from collections.abc import Callable
 from typing import Any, overload
 
 import ray
 
+from .._engine.carry import MAGIC, decode, encode
 from .._engine.scope import Snapshot, snapshot
 
 __all__ = ["ActorClass", "ActorHandle", "ActorMethod", "RemoteFunction", "remote"]
 
 
-
-def _pickled() -> bytes:
-    """The flags effective here, as the call carries them: ``backends.snapshot()``, pickled here.
-    Ray passes ``bytes`` as they are, where it would run a ``Snapshot`` through its own
-    serializer (about 0.4 ms more per call, benchmarks/bench_scale_out.py)."""
-    return pickle.dumps(snapshot(), protocol=pickle.HIGHEST_PROTOCOL)
+def _encoded() -> bytes:
+    """The flags effective here, as the call carries them: ``backends.snapshot()`` encoded as
+    plain data. Ray passes ``bytes`` as they are, where it would run a ``Snapshot`` through its
+    own serializer (about 0.4 ms more per call, benchmarks/bench_scale_out.py)."""
+    return encode(snapshot())
 
 
 def _checked(flags: object, name: str) -> Snapshot:
-    """The caller's snapshot: ``flags`` itself, or unpickled from the ``bytes`` that
-    ``.remote()`` sent (the snapshot's values are validated as it loads); a ``TypeError`` that
-    says how the call was made wrongly for anything else."""
-    if type(flags) is bytes:
-        flags = pickle.loads(flags)  # as Ray unpickles every argument: only from trusted peers
+    """The caller's snapshot: ``flags`` itself, or decoded from the ``bytes`` that ``.remote()``
+    sent (plain data, checked as it is decoded; never unpickled: Ray hands ``bytes`` over as
+    data, and a program may pass on bytes it was given); a ``TypeError`` that says how the call
+    was made wrongly for anything else."""
+    if type(flags) is bytes and flags.startswith(MAGIC):
+        try:
+            return decode(flags)
+        except (ValueError, KeyError, TypeError) as error:
+            raise TypeError(
+                f"{name} was called with flags encoded by backends that this worker cannot read: {error}"
+            ) from error
     if not isinstance(flags, Snapshot):
+        got = "bytes that are not the flags .remote() sends" if type(flags) is bytes else type(flags).__name__
         raise TypeError(
             f"{name} was called without the caller's flags: its first argument must be a "
-            f"backends.Snapshot, got {type(flags).__name__}; call it through "
+            f"backends.Snapshot, got {got}; call it through "
             "backends.integrations.ray (work.remote(...), handle.method.remote(...)), or pass "
             "backends.snapshot() first when calling the Ray object itself"
         )
@@ -135,7 +142,7 @@ class RemoteFunction:
         """Ray's own remote function, whose first argument is the snapshot."""
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:
-        return self.ray_remote_function.remote(_pickled(), *args, **kwargs)
+        return self.ray_remote_function.remote(_encoded(), *args, **kwargs)
 
     def options(self, **options: Any) -> RemoteFunction:
         return RemoteFunction(self.ray_remote_function.options(**options))
@@ -178,7 +185,7 @@ class ActorClass:
         """Ray's own actor class, whose ``__init__`` and methods take the snapshot first."""
 
     def remote(self, *args: Any, **kwargs: Any) -> ActorHandle:
-        return ActorHandle(self.ray_actor_class.remote(_pickled(), *args, **kwargs))
+        return ActorHandle(self.ray_actor_class.remote(_encoded(), *args, **kwargs))
 
     def options(self, **options: Any) -> ActorClass:
         return ActorClass(self.ray_actor_class.options(**options))
@@ -225,7 +232,7 @@ class ActorMethod:
         self._name = name
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:
-        return self.ray_actor_method.remote(_pickled(), *args, **kwargs)
+        return self.ray_actor_method.remote(_encoded(), *args, **kwargs)
 
     def options(self, **options: Any) -> ActorMethod:
         return ActorMethod(self.ray_actor_method.options(**options), self._name)
