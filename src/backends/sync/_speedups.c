@@ -1383,17 +1383,20 @@ error:
 static PyObject *
 configure(PyObject *module, PyObject *args)
 {
-    PyObject *var, *empty, *state_dict, *sync_dict, *push, *engine;
+    PyObject *var, *empty, *state_dict, *sync_dict, *push, *engine = Py_None;
     /* the frames are compared by identity only: NO_SCOPE is whatever the engine's is */
-    if (!PyArg_ParseTuple(args, "O!OO!O!OO:configure", &PyContextVar_Type, &var, &empty, &PyDict_Type, &state_dict,
+    if (!PyArg_ParseTuple(args, "O!OO!O!O|O:configure", &PyContextVar_Type, &var, &empty, &PyDict_Type, &state_dict,
                           &PyDict_Type, &sync_dict, &push, &engine)) {
         return NULL;
     }
-    PyObject *capsule = PyObject_GetAttrString(engine, "_mirror_sync");
-    void *mirror_sync = capsule == NULL ? NULL : PyCapsule_GetPointer(capsule, "backends._engine._speedups._mirror_sync");
-    Py_XDECREF(capsule);
-    if (mirror_sync == NULL) {
-        return NULL;
+    void *mirror_sync = NULL; /* no engine given (a test of this module alone): no mirror to sync */
+    if (engine != Py_None) {
+        PyObject *capsule = PyObject_GetAttrString(engine, "_mirror_sync");
+        mirror_sync = capsule == NULL ? NULL : PyCapsule_GetPointer(capsule, "backends._engine._speedups._mirror_sync");
+        Py_XDECREF(capsule);
+        if (mirror_sync == NULL) {
+            return NULL;
+        }
     }
     sync_state *state = get_state(module);
     Py_XSETREF(state->engine, Py_NewRef(engine));
@@ -1423,8 +1426,8 @@ static PyMethodDef module_methods[] = {
     {"configure_stepper", configure_stepper, METH_VARARGS,
      "configure_stepper(vars(backends.integrations.asyncio), backends.sync.sync): where a step finds sync."},
     {"configure", configure, METH_VARARGS,
-     "configure(overrides, NO_SCOPE, vars(state), vars(backends.sync), _push, the engine's _speedups): what sync() "
-     "reads and calls."},
+     "configure(overrides, NO_SCOPE, vars(state), vars(backends.sync), _push[, the engine's _speedups]): what "
+     "sync() reads and calls (with the engine, its mirror too)."},
     {"sync", fast_sync, METH_NOARGS, "backends.sync.sync(), answering 'nothing changed' in C."},
     {"forget", forget, METH_NOARGS, "backends.sync.invalidate(): drop this thread's record of its last push."},
     {"last_push", last_push, METH_NOARGS,
