@@ -383,3 +383,18 @@ def test_the_leak_check_reports_torch_settings_changed_through_torch(pytester: p
     result.assert_outcomes(passed=2, warnings=1)
     result.stdout.fnmatch_lines(["*test_sets_torch_itself changed torch's own settings and did not restore them: "
                                  "torch.backends.cudnn.deterministic: False -> True*"])
+
+
+def test_a_decorated_generator_pushes_its_flags_for_its_steps_only() -> None:
+    @backends.cudnn.flags(deterministic=True)
+    def steps() -> Iterator[bool]:
+        for _ in range(3):
+            yield bool(cudnn.deterministic)
+
+    generator = steps()
+    assert cudnn.deterministic is False  # made, not started: the caller's
+    seen = []
+    for inside in generator:
+        seen.append((inside, bool(cudnn.deterministic)))
+    assert seen == [(True, False)] * 3
+    assert cudnn.deterministic is False

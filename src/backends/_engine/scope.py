@@ -29,7 +29,7 @@ import weakref
 from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterable, Iterator, Mapping
 from types import TracebackType
 
-from . import state
+from . import mirror, state
 from .accelerator import speedups
 from .errors import show
 from .state import EMPTY, NO_SCOPE, SCOPE, TOKEN, VALUES, alone, check_mapping, current, effective, merged, overrides
@@ -669,15 +669,22 @@ def drive(
     while True:
         if before is not None:
             before()
+        # a step in another context (a decorated generator's own): a library following the flags
+        # (torch) follows it there and back
+        following = run is not None and state.mirror_notify is not None
         try:
             if run is None:
                 yielded = steps.send(sent) if thrown is None else steps.throw(thrown)
             else:
+                if following:
+                    run(mirror.sync)
                 yielded = run(steps.send, sent) if thrown is None else run(steps.throw, thrown)
         except StopIteration as stop:
             return stop.value
         finally:
             thrown = None
+            if following:
+                mirror.sync()
         try:
             sent = yield yielded
         except GeneratorExit:
@@ -752,6 +759,7 @@ def _enter_in(context: contextvars.Context, scope: Scope) -> Any:
     where it published no frame of its own (a subclass whose ``__enter__`` enters nothing)."""
     before = context.get(overrides)
     context.run(scope.__enter__)
+    mirror.sync()  # the entry pushed the generator's flags (torch): the caller's again until it steps
     frame: Any = context.get(overrides)
     if frame is before or type(frame) not in _FRAMES or len(frame) != 3:
         return None
