@@ -34,6 +34,7 @@ from backends.integrations.executors import Thread as Thread
 from backends.integrations.executors import ThreadPoolExecutor as ThreadPoolExecutor
 from backends.integrations.executors import run_in_executor as run_in_executor
 from backends.sync.nondeterministic import NondeterministicAlgorithmWarning as NondeterministicAlgorithmWarning
+from backends.sync.torch import TorchFlagConflictWarning as TorchFlagConflictWarning
 
 __version__: str
 
@@ -42,7 +43,7 @@ __all__ = [
     "UnknownFlagError", "algorithms", "are_deterministic_algorithms_enabled", "bind", "cuda", "cudnn", "describe",
     "deterministic", "disable_global_flags", "enable_global_flags", "flags", "flags_frozen",
     "is_deterministic_algorithms_warn_only_enabled", "mkl", "mkldnn", "mps", "openmp", "reset_defaults",
-    "set_defaults", "snapshot", "run_in_executor", "use_deterministic_algorithms"
+    "set_defaults", "snapshot", "run_in_executor", "use_deterministic_algorithms", "TorchFlagConflictWarning"
 ]
 
 _P = ParamSpec("_P")

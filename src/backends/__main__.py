@@ -24,6 +24,7 @@ from typing import Any
 
 import backends
 from backends._engine import accelerator, environment
+from backends._engine import mirror as mirror_module
 from backends._engine.errors import brief
 from backends._engine.scope import flags as flags_of  # backends.flags, for a mapping built at run time
 from backends.availability import cpu
@@ -89,6 +90,42 @@ def flag_report(rows: list[dict[str, Any]] | None = None) -> list[str]:
     for row in flag_rows() if rows is None else rows:
         source = row["source"] + (f" ({row['variable']})" if row["variable"] else "")
         table.append((row["name"], repr(row["value"]), source + (f": {row['note']}" if row["note"] else "")))
+    return _table(table)
+
+
+def torch_rows() -> list[dict[str, Any]] | None:
+    """torch as a sync target, once torch is imported (else ``None``): per flag, whether it
+    ``reaches`` this torch, torch's ``value`` now (as torch's own getter gives it, ``repr``), and
+    whose value that is (``in_force``: ``"backends"`` where a scope or a default set through
+    backends pushed it, ``"torch's own"`` where torch's own value stands, ``None`` where the flag
+    does not reach this torch)."""
+    target = sys.modules.get("backends.sync.torch")
+    mirror = getattr(target, "mirror", None)
+    if mirror is None:
+        return None
+    current = mirror.current()
+    rows = []
+    for flag in backends.FLAGS:
+        if flag.name not in current:
+            rows.append({"name": flag.name, "reaches": False, "value": None, "in_force": None})
+            continue
+        wanted = mirror.wanted[mirror.names.index(flag.name)]
+        in_force = "torch's own" if wanted is mirror_module.UNSET else "backends"
+        rows.append({"name": flag.name, "reaches": True, "value": repr(current[flag.name]), "in_force": in_force})
+    return rows
+
+
+def torch_report(rows: list[dict[str, Any]] | None) -> list[str]:
+    """``torch_rows()`` as aligned text."""
+    if rows is None:
+        return ["  torch is not imported: its settings follow the flags once it is (a sync target)"]
+    version = getattr(sys.modules.get("torch"), "__version__", "?")
+    table = [("flag", f"torch {version}'s value", "whose")]
+    for row in rows:
+        if row["reaches"]:
+            table.append((row["name"], row["value"], row["in_force"]))
+        else:
+            table.append((row["name"], "-", "does not reach this torch (a build without CUDA or cuDNN)"))
     return _table(table)
 
 
@@ -445,6 +482,9 @@ import backends fail, 2 for a bad option.
   flags                one {"name", "value", "source", "variable", "note"} per flag, as
                        backends.describe(): source is "default", "environment", "process default"
                        or "scope"; variable, the one that set an environment default (else null)
+  torch                null where torch is not imported; else one {"name", "reaches", "value",
+                       "in_force"} per flag: whether it reaches this torch, torch's value now (its
+                       getter's, as repr), "backends" or "torch's own" (null where it does not reach)
   ignored_variables    one {"name", "value", "did_you_mean"} per BACKENDS_* variable no flag reads
   refused_variables    one {"name", "problem", "import_fails"} per variable whose value does not
                        parse: problem, what import backends says; import_fails, whether it raises
@@ -490,7 +530,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     options = parser.parse_args(argv)
 
-    flags, ignored, available = flag_rows(), ignored_variables(), availability()
+    flags, ignored, available, torch = flag_rows(), ignored_variables(), availability(), torch_rows()
     refused = refused_variables()
     import_fails = any(variable["import_fails"] for variable in refused)
     if options.json:
@@ -507,6 +547,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             },
             "path": PATH,
             "flags": flags,
+            "torch": torch,
             "ignored_variables": ignored,
             "refused_variables": refused,
             "availability": [{"name": label.strip(), "value": value} for label, value in available],
@@ -519,6 +560,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"imported from {PATH}")
     print("\nFlags in this context (backends.describe())")
     print("\n".join(flag_report(flags)))
+    print("\ntorch (a sync target: its own settings follow the flags of the code running)")
+    print("\n".join(torch_report(torch)))
     print("\nIgnored BACKENDS_* variables (no flag reads them)")
     print("\n".join(ignored_report(ignored)))
     print("\nVariables whose value does not parse")

@@ -57,7 +57,7 @@ ALL = [
     "UnknownFlagError", "algorithms", "are_deterministic_algorithms_enabled", "bind", "cuda", "cudnn",
     "describe", "deterministic", "disable_global_flags", "enable_global_flags", "flags", "flags_frozen",
     "is_deterministic_algorithms_warn_only_enabled", "mkl", "mkldnn", "mps", "openmp", "reset_defaults",
-    "set_defaults", "snapshot", "run_in_executor", "use_deterministic_algorithms",
+    "set_defaults", "snapshot", "run_in_executor", "use_deterministic_algorithms", "TorchFlagConflictWarning",
 ]
 _NOT_STARRED = ("Flag", "sync", "asyncio", "trio", "ThreadPoolExecutor", "Thread")
 
@@ -197,6 +197,7 @@ _LAZY = {
     "run_in_executor": ("backends.integrations.executors", "run_in_executor"),
     "FlagValues": ("backends._flagvalues", "FlagValues"),
     "NondeterministicAlgorithmWarning": ("backends.sync.nondeterministic", "NondeterministicAlgorithmWarning"),
+    "TorchFlagConflictWarning": ("backends.sync.torch", "TorchFlagConflictWarning"),  # (imports no torch)
 }
 
 

@@ -15,6 +15,11 @@
  *                           awaitables whose one step is that entry or exit, in C;
  *   fast_flags()            a namespace's flags(one_bool_keyword=True): the scope made at
  *                           import; any other call is the pure path's flags() itself;
+ *   mirror_notify()         mirror.py's Mirror.notify: "nothing changed" for a library's settings
+ *                           that follow the flags (torch), and the push of what changed while the
+ *                           thread that checked last is the only one holding values; everything
+ *                           else is the pure Mirror.arbitrate. Scope entry (before publishing)
+ *                           and exit (after resetting) call it where a mirror is configured.
  *   DecoratedCore.call      a call of a function decorated with a scope (scope.py's
  *                           Decorated.call): enter, call, exit, in C; an exception's unwinding
  *                           and a result whose body runs later go to the pure path's helpers.
@@ -37,7 +42,7 @@
 /* The version of the interface between this file and the Python code that uses it, stored as the
  * module's INTERFACE: the Python code (src/backends/_engine/accelerator.py, INTERFACES) leaves a
  * module built for another one unused. Bump both with any change of what one expects of the other. */
-#define BACKENDS_INTERFACE 2
+#define BACKENDS_INTERFACE 3
 
 #ifdef Py_GIL_DISABLED
 #error "the accelerator relies on the GIL: a free-threaded CPython uses the pure-Python engine"
@@ -71,6 +76,25 @@ typedef struct {
     PyTypeObject *scope_type;
     PyTypeObject *fastflags_type;
     PyTypeObject *step_type;
+    /* The mirror (mirror.py), set by mirror_configure(); mirror is NULL when there is none. The
+     * lists are the Mirror's own (wanted, own), changed in place by both sides; holder, solo and
+     * the seen pair are this side's copy of Mirror.settle()'s record, for the fast path. */
+    PyObject *mirror;
+    PyObject *m_arbitrate;
+    PyObject *m_accessors; /* a tuple of (get, put, push) per followed flag */
+    PyObject *m_wanted;
+    PyObject *m_own;
+    PyObject *m_unset;
+    PyObject *m_default_source;
+    PyObject *m_seen_values;
+    PyObject *m_seen_defaults;
+    Py_ssize_t *m_slots;
+    Py_ssize_t m_count;
+    unsigned long m_holder;
+    int m_solo;
+    /* The thread inside a push, or 0: pushes are serialised (mirror.py's _lock, for this engine),
+     * a push from inside a push is not waited for. Changed only with the GIL held. */
+    unsigned long m_busy;
     PyTypeObject *decorated_type;
 } engine_state;
 
@@ -432,6 +456,227 @@ reset_held(engine_state *st, PyObject *token)
     return result;
 }
 
+/* -- the mirror: a library's settings following the flags (mirror.py) ------------------------ */
+
+/* The per-flag "want" of mirror.py's Mirror.wants, borrowed from values or defaults: the override,
+ * else the process default where its source is not "default", else UNSET. */
+static PyObject *
+mirror_want(engine_state *st, PyObject *values, PyObject *defaults, PyObject *sources, Py_ssize_t slot)
+{
+    PyObject *want = PyTuple_GET_ITEM(values, slot);
+    if (want != Py_None) {
+        return want;
+    }
+    PyObject *source = PyTuple_GET_ITEM(sources, slot);
+    int is_default = source == st->m_default_source ||
+                     (PyUnicode_CheckExact(source) && PyUnicode_Compare(source, st->m_default_source) == 0);
+    return is_default ? st->m_unset : PyTuple_GET_ITEM(defaults, slot);
+}
+
+/* The published defaults, owned, when they are what state.py publishes for values of size n. */
+static PyObject *
+mirror_defaults(engine_state *st, Py_ssize_t n)
+{
+    PyObject *defaults = PyList_GET_SIZE(st->published) == 1 ? PyList_GET_ITEM(st->published, 0) : NULL;
+    if (defaults == NULL || !PyTuple_CheckExact(defaults) || PyTuple_GET_SIZE(defaults) != n + 1) {
+        return NULL;
+    }
+    PyObject *sources = PyTuple_GET_ITEM(defaults, n);
+    if (!PyTuple_CheckExact(sources) || PyTuple_GET_SIZE(sources) != n) {
+        return NULL;
+    }
+    return Py_NewRef(defaults);
+}
+
+static void
+mirror_seen(engine_state *st, unsigned long holder, int solo, PyObject *values, PyObject *defaults)
+{
+    st->m_holder = holder;
+    st->m_solo = solo;
+    Py_XSETREF(st->m_seen_values, Py_XNewRef(values));
+    Py_XSETREF(st->m_seen_defaults, Py_XNewRef(defaults));
+}
+
+/* Mirror.apply of Mirror.wants(values), then the record (Mirror.notify's solo branch): 0, or -1
+ * with the exception of a get, put or push. Runs Python code (those): everything used is owned. */
+static int
+mirror_apply(engine_state *st, PyObject *values, unsigned long me)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(values);
+    PyObject *defaults = mirror_defaults(st, n);
+    if (defaults == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "backends: the process defaults are not what state.py publishes");
+        return -1;
+    }
+    PyObject *sources = PyTuple_GET_ITEM(defaults, n);
+    PyObject *wanted = Py_NewRef(st->m_wanted), *own = Py_NewRef(st->m_own);
+    PyObject *accessors = Py_NewRef(st->m_accessors), *unset = Py_NewRef(st->m_unset);
+    Py_ssize_t count = st->m_count, *slots = st->m_slots;
+    int result = -1;
+    Py_INCREF(values);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (PyList_GET_SIZE(wanted) != count || PyList_GET_SIZE(own) != count) {
+            PyErr_SetString(PyExc_RuntimeError, "backends: a mirror's wanted and own lists changed size");
+            goto done;
+        }
+        PyObject *want = mirror_want(st, values, defaults, sources, slots[i]);
+        if (want == PyList_GET_ITEM(wanted, i)) {
+            continue;
+        }
+        PyObject *access = PyTuple_GET_ITEM(accessors, i);
+        PyObject *was = Py_NewRef(PyList_GET_ITEM(wanted, i)), *done = NULL;
+        Py_INCREF(want);
+        if (was == unset) { /* the flag takes over: the library's own value first */
+            PyObject *theirs = PyObject_CallNoArgs(PyTuple_GET_ITEM(access, 0));
+            if (theirs != NULL && PyList_SetItem(own, i, theirs) == 0) {
+                done = PyObject_CallOneArg(PyTuple_GET_ITEM(access, 2), want);
+            }
+        }
+        else if (want == unset) { /* the flag lets go: the library's own value back */
+            PyObject *theirs = Py_NewRef(PyList_GET_ITEM(own, i));
+            done = PyObject_CallOneArg(PyTuple_GET_ITEM(access, 1), theirs);
+            Py_DECREF(theirs);
+            if (done != NULL && PyList_SetItem(own, i, Py_NewRef(Py_None)) < 0) {
+                Py_CLEAR(done);
+            }
+        }
+        else {
+            done = PyObject_CallOneArg(PyTuple_GET_ITEM(access, 2), want);
+        }
+        Py_DECREF(was);
+        if (done == NULL) {
+            Py_DECREF(want);
+            goto done;
+        }
+        Py_DECREF(done);
+        if (PyList_SetItem(wanted, i, want) < 0) { /* steals want */
+            goto done;
+        }
+    }
+    mirror_seen(st, me, 1, values, defaults);
+    result = 0;
+done:
+    Py_DECREF(values);
+    Py_DECREF(unset);
+    Py_DECREF(accessors);
+    Py_DECREF(own);
+    Py_DECREF(wanted);
+    Py_DECREF(defaults);
+    return result;
+}
+
+/* Whether every followed flag wants, in values over the defaults, what is in force already (by
+ * identity): Mirror.apply would change nothing. Runs no Python code; 0 where values or the
+ * defaults are not what the engines make (then the locked path decides). */
+static int
+mirror_same(engine_state *st, PyObject *values, PyObject *defaults)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(st->empty), count = st->m_count;
+    if (!PyTuple_CheckExact(values) || PyTuple_GET_SIZE(values) != n || defaults == NULL ||
+        !PyTuple_CheckExact(defaults) || PyTuple_GET_SIZE(defaults) != n + 1 || PyList_GET_SIZE(st->m_wanted) != count) {
+        return 0;
+    }
+    PyObject *sources = PyTuple_GET_ITEM(defaults, n);
+    if (!PyTuple_CheckExact(sources) || PyTuple_GET_SIZE(sources) != n) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (mirror_want(st, values, defaults, sources, st->m_slots[i]) != PyList_GET_ITEM(st->m_wanted, i)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Mirror.notify: 0, or -1 with an exception (a push's, or the conflict warning made an error). */
+static int
+mirror_notify_values(engine_state *st, PyObject *values)
+{
+    if (st->mirror == NULL) {
+        return 0;
+    }
+    unsigned long me = PyThread_get_thread_ident();
+    PyObject *defaults = PyList_GET_SIZE(st->published) == 1 ? PyList_GET_ITEM(st->published, 0) : NULL;
+    if (me == st->m_holder) {
+        if (values == st->m_seen_values && defaults == st->m_seen_defaults) {
+            return 0; /* nothing changed since this thread's last check */
+        }
+        if (st->m_solo && st->m_busy == 0 && mirror_same(st, values, defaults)) {
+            mirror_seen(st, me, 1, values, defaults); /* other values, the same for the library */
+            return 0;
+        }
+    }
+    if (st->m_busy == me) {
+        return 0; /* a push made from inside a push: the outer one decides */
+    }
+    while (st->m_busy != 0) { /* another thread's push (it runs Python code, so it can let this one in) */
+        Py_BEGIN_ALLOW_THREADS
+        Py_END_ALLOW_THREADS
+    }
+    st->m_busy = me;
+    int result = 0;
+    PyObject *mirror = Py_XNewRef(st->mirror); /* (removed while this thread waited: nothing to do) */
+    if (mirror != NULL) {
+        if (me == st->m_holder && st->m_solo && PyTuple_CheckExact(values) &&
+            PyTuple_GET_SIZE(values) == PyTuple_GET_SIZE(st->empty)) {
+            result = mirror_apply(st, values, me);
+        }
+        else {
+            PyObject *arbitrate = Py_NewRef(st->m_arbitrate);
+            PyObject *done = PyObject_CallOneArg(arbitrate, values);
+            Py_DECREF(arbitrate);
+            result = done == NULL ? -1 : 0;
+            Py_XDECREF(done);
+        }
+        Py_DECREF(mirror);
+    }
+    st->m_busy = 0;
+    return result;
+}
+
+/* The values of the current frame, owned, or NULL (no error) where it is not a frame an engine makes. */
+static PyObject *
+current_values(engine_state *st)
+{
+    PyObject *frame;
+    if (PyContextVar_Get(st->overrides_var, st->no_scope, &frame) < 0) {
+        return NULL;
+    }
+    PyObject *values = NULL;
+    if (PyTuple_CheckExact(frame) && PyTuple_GET_SIZE(frame) == 3) {
+        values = PyTuple_GET_ITEM(frame, 0);
+    }
+    else if (PyList_CheckExact(frame) && PyList_GET_SIZE(frame) == 3) { /* the pure path's entry */
+        values = PyList_GET_ITEM(frame, 0);
+    }
+    values = values != NULL && PyTuple_CheckExact(values) ? Py_NewRef(values) : NULL;
+    Py_DECREF(frame);
+    return values;
+}
+
+/* mirror.sync(): the mirror brought in step with the current context. */
+static int
+mirror_sync_state(engine_state *st)
+{
+    if (st == NULL || st->mirror == NULL) {
+        return 0;
+    }
+    PyObject *values = current_values(st);
+    if (values == NULL) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    int result = mirror_notify_values(st, values);
+    Py_DECREF(values);
+    return result;
+}
+
+/* The same for backends.sync._speedups (a task step), through the capsule _mirror_sync. */
+static int
+mirror_sync_module(PyObject *module)
+{
+    return mirror_sync_state(module_state(module));
+}
+
 static PyObject *
 enter(engine_state *st, PyObject *op)
 {
@@ -464,6 +709,9 @@ enter(engine_state *st, PyObject *op)
     }
     if (over < 0) {
         goto done;
+    }
+    if (st->mirror != NULL && mirror_notify_values(st, values) < 0) {
+        goto done; /* a push that raised: nothing is entered */
     }
     /* The frame is made first, as (values, scope, None), and its token filled in right after
      * publishing: nothing can exit this scope in between (no Python code runs here but a
@@ -517,6 +765,9 @@ exit_(engine_state *st, PyObject *op, PyObject *const *args, Py_ssize_t nargs, P
         Py_DECREF(token);
         Py_DECREF(frame);
         if (!failed) {
+            if (st->mirror != NULL && mirror_sync_state(st) < 0) {
+                return NULL; /* exited; a push that raised says so */
+            }
             Py_RETURN_NONE;
         }
         /* a token of another context, or one already used: the pure path says which */
@@ -1280,6 +1531,135 @@ reset_frame(PyObject *module, PyObject *token)
     Py_RETURN_NONE;
 }
 
+static void
+mirror_clear(engine_state *st)
+{
+    Py_CLEAR(st->mirror);
+    Py_CLEAR(st->m_arbitrate);
+    Py_CLEAR(st->m_accessors);
+    Py_CLEAR(st->m_wanted);
+    Py_CLEAR(st->m_own);
+    Py_CLEAR(st->m_unset);
+    Py_CLEAR(st->m_default_source);
+    Py_CLEAR(st->m_seen_values);
+    Py_CLEAR(st->m_seen_defaults);
+    PyMem_Free(st->m_slots);
+    st->m_slots = NULL;
+    st->m_count = 0;
+    st->m_holder = 0;
+    st->m_solo = 1;
+}
+
+/* A Mirror's attribute, owned, checked to be of `type` (and of `size` items where size >= 0). */
+static PyObject *
+mirror_attribute(PyObject *mirror, const char *name, PyTypeObject *type, Py_ssize_t size)
+{
+    PyObject *value = PyObject_GetAttrString(mirror, name);
+    if (value != NULL && (Py_TYPE(value) != type || (size >= 0 && PyObject_Length(value) != size))) {
+        PyErr_Format(PyExc_TypeError, "mirror_configure(): Mirror.%s is not a %s of %zd items", name, type->tp_name,
+                     size);
+        Py_CLEAR(value);
+    }
+    return value;
+}
+
+static PyObject *
+mirror_configure(PyObject *module, PyObject *args)
+{
+    PyObject *mirror, *unset, *default_source;
+    if (!PyArg_ParseTuple(args, "OOU:mirror_configure", &mirror, &unset, &default_source)) {
+        return NULL;
+    }
+    engine_state *st = configured(module_state(module));
+    if (st == NULL) {
+        return NULL;
+    }
+    if (mirror == Py_None) {
+        mirror_clear(st);
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t size = PyTuple_GET_SIZE(st->empty);
+    PyObject *slots = mirror_attribute(mirror, "slots", &PyTuple_Type, -1), *accessors = NULL, *wanted = NULL;
+    PyObject *own = NULL, *arbitrate = NULL;
+    Py_ssize_t count = slots == NULL ? 0 : PyTuple_GET_SIZE(slots), *indexes = NULL;
+    if (slots == NULL || (accessors = mirror_attribute(mirror, "accessors", &PyTuple_Type, count)) == NULL ||
+        (wanted = mirror_attribute(mirror, "wanted", &PyList_Type, count)) == NULL ||
+        (own = mirror_attribute(mirror, "own", &PyList_Type, count)) == NULL ||
+        (arbitrate = PyObject_GetAttrString(mirror, "arbitrate")) == NULL) {
+        goto fail;
+    }
+    indexes = PyMem_New(Py_ssize_t, count > 0 ? count : 1);
+    if (indexes == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *access = PyTuple_GET_ITEM(accessors, i);
+        indexes[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(slots, i));
+        if (indexes[i] == -1 && PyErr_Occurred()) {
+            goto fail;
+        }
+        if (indexes[i] < 0 || indexes[i] >= size || !PyTuple_CheckExact(access) || PyTuple_GET_SIZE(access) != 3 ||
+            !PyCallable_Check(PyTuple_GET_ITEM(access, 0)) || !PyCallable_Check(PyTuple_GET_ITEM(access, 1)) ||
+            !PyCallable_Check(PyTuple_GET_ITEM(access, 2))) {
+            PyErr_SetString(PyExc_ValueError, "mirror_configure(): a slot out of range, or accessors that are not "
+                                              "(get, put, push) callables");
+            goto fail;
+        }
+    }
+    mirror_clear(st);
+    st->mirror = Py_NewRef(mirror);
+    st->m_arbitrate = arbitrate;
+    st->m_accessors = accessors;
+    st->m_wanted = wanted;
+    st->m_own = own;
+    st->m_unset = Py_NewRef(unset);
+    st->m_default_source = Py_NewRef(default_source);
+    st->m_slots = indexes;
+    st->m_count = count;
+    Py_DECREF(slots);
+    Py_RETURN_NONE;
+fail:
+    PyMem_Free(indexes);
+    Py_XDECREF(arbitrate);
+    Py_XDECREF(own);
+    Py_XDECREF(wanted);
+    Py_XDECREF(accessors);
+    Py_XDECREF(slots);
+    return NULL;
+}
+
+static PyObject *
+mirror_settle(PyObject *module, PyObject *args)
+{
+    unsigned long holder;
+    int solo;
+    PyObject *values, *defaults;
+    if (!PyArg_ParseTuple(args, "kpOO:mirror_settle", &holder, &solo, &values, &defaults)) {
+        return NULL;
+    }
+    mirror_seen(module_state(module), holder, solo, values, defaults);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+mirror_notify(PyObject *module, PyObject *values)
+{
+    engine_state *st = configured(module_state(module));
+    if (st == NULL || mirror_notify_values(st, values) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+mirror_after_fork(PyObject *module, PyObject *unused)
+{
+    /* a push under way in a thread that the child does not have never ends there */
+    module_state(module)->m_busy = 0;
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 configure_calls(PyObject *module, PyObject *args)
 {
@@ -1309,6 +1689,12 @@ static PyMethodDef module_methods[] = {
      "configure_calls(unwind, follow): the pure path's helpers of a decorated call (scope.py)."},
     {"fast_flags", (PyCFunction)(void (*)(void))fast_flags, METH_FASTCALL,
      "fast_flags(single, fallback): a namespace's flags() with its one-bool-keyword calls in C."},
+    {"mirror_configure", mirror_configure, METH_VARARGS,
+     "mirror_configure(mirror or None, UNSET, 'default'): the Mirror that scope entry and exit notify."},
+    {"mirror_settle", mirror_settle, METH_VARARGS,
+     "mirror_settle(holder, solo, values, defaults): Mirror.settle's record, for the fast path."},
+    {"mirror_notify", mirror_notify, METH_O, "mirror_notify(values): Mirror.notify, with its fast paths in C."},
+    {"mirror_after_fork", mirror_after_fork, METH_NOARGS, "Forget, in a forked child, a push under way at the fork."},
     {NULL},
 };
 
@@ -1331,6 +1717,14 @@ engine_exec(PyObject *module)
     if (st->str_exit_slow == NULL || st->str_enter_slow == NULL) {
         return -1;
     }
+    st->m_solo = 1;
+    /* mirror_sync_module for backends.sync._speedups: a task step's check, without a Python call */
+    PyObject *capsule = PyCapsule_New((void *)mirror_sync_module, "backends._engine._speedups._mirror_sync", NULL);
+    if (capsule == NULL || PyModule_AddObjectRef(module, "_mirror_sync", capsule) < 0) {
+        Py_XDECREF(capsule);
+        return -1;
+    }
+    Py_DECREF(capsule);
     if (add_type(module, &flag_spec, NULL, &st->flag_type) < 0 ||
         add_type(module, &scope_spec, NULL, &st->scope_type) < 0 ||
         add_type(module, &fastflags_spec, NULL, &st->fastflags_type) < 0 ||
@@ -1353,6 +1747,14 @@ engine_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->scope_type);
     Py_VISIT(st->fastflags_type);
     Py_VISIT(st->step_type);
+    Py_VISIT(st->mirror);
+    Py_VISIT(st->m_arbitrate);
+    Py_VISIT(st->m_accessors);
+    Py_VISIT(st->m_wanted);
+    Py_VISIT(st->m_own);
+    Py_VISIT(st->m_unset);
+    Py_VISIT(st->m_seen_values);
+    Py_VISIT(st->m_seen_defaults);
     Py_VISIT(st->unwind);
     Py_VISIT(st->follow);
     Py_VISIT(st->decorated_type);
@@ -1373,6 +1775,7 @@ engine_clear(PyObject *module)
     Py_CLEAR(st->scope_type);
     Py_CLEAR(st->fastflags_type);
     Py_CLEAR(st->step_type);
+    mirror_clear(st);
     Py_CLEAR(st->unwind);
     Py_CLEAR(st->follow);
     Py_CLEAR(st->decorated_type);

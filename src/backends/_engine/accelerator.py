@@ -38,7 +38,7 @@ VARIABLE = "BACKENDS_PURE_PYTHON"
 #: the same name in its source): bump both with any change of what the C code or this Python code
 #: expects of the other (a function added, an argument changed), so that a module built before the
 #: change is left unused, with a reason, instead of being called in ways it does not know.
-INTERFACES = {"backends._engine._speedups": 2, "backends.sync._speedups": 1}
+INTERFACES = {"backends._engine._speedups": 3, "backends.sync._speedups": 2}
 
 
 def _pure_python_wanted(text: str) -> bool | None:

@@ -29,7 +29,7 @@ import weakref
 from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterable, Iterator, Mapping
 from types import TracebackType
 
-from . import state
+from . import mirror, state
 from .accelerator import speedups
 from .errors import show
 from .state import EMPTY, NO_SCOPE, SCOPE, TOKEN, VALUES, alone, check_mapping, current, effective, merged, overrides
@@ -157,6 +157,9 @@ class Scope(_Base):
             else:
                 values = merged(below, values)
                 self._memo = (below, values)  # one store: another thread sees the old pair or the new
+        notify = state.mirror_notify
+        if notify is not None:  # a library following the flags (torch): before publishing, so that
+            notify(values)  # a push that raises refuses the entry
         frame = [values, self, None]
         try:
             # No other context can see the frame before this line returns, so storing
@@ -195,6 +198,9 @@ class Scope(_Base):
                 f"thread or asyncio/trio task; in Jupyter, a cell that awaits at its top level "
                 f"runs as a task of its own); a scope must be exited in the context that entered it"
             ) from None
+        notify = state.mirror_notify
+        if notify is not None:  # exited: the library follows the values below (a push that raises, raises here)
+            notify(current()[VALUES])
 
     _enter_slow, _exit_slow = __enter__, __exit__  # the C ones call these for the uncommon cases
     if speedups is not None:  # the C base class's take over
@@ -664,15 +670,22 @@ def drive(
     while True:
         if before is not None:
             before()
+        # a step in another context (a decorated generator's own): a library following the flags
+        # (torch) follows it there and back
+        following = run is not None and state.mirror_notify is not None
         try:
             if run is None:
                 yielded = steps.send(sent) if thrown is None else steps.throw(thrown)
             else:
+                if following:
+                    run(mirror.sync)
                 yielded = run(steps.send, sent) if thrown is None else run(steps.throw, thrown)
         except StopIteration as stop:
             return stop.value
         finally:
             thrown = None
+            if following:
+                mirror.sync()
         try:
             sent = yield yielded
         except GeneratorExit:
@@ -747,6 +760,7 @@ def _enter_in(context: contextvars.Context, scope: Scope) -> Any:
     where it published no frame of its own (a subclass whose ``__enter__`` enters nothing)."""
     before = context.get(overrides)
     context.run(scope.__enter__)
+    mirror.sync()  # the entry pushed the generator's flags (torch): the caller's again until it steps
     frame: Any = context.get(overrides)
     if frame is before or type(frame) not in _FRAMES or len(frame) != 3:
         return None

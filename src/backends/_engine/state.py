@@ -136,6 +136,10 @@ version = 0
 #: Called with the dotted names of each process-default write, where set: the pytest plugin, while
 #: a test runs, to say where the test changed a default it did not restore.
 on_write: Callable[[Iterable[str]], object] | None = None
+#: Called with the ``values`` (overrides) about to be in force in the current context wherever they
+#: may change: a scope's entry and exit, an assignment, a process-default write, ``backends.sync()``.
+#: ``None`` (no cost) unless a library's settings follow the flags (``mirror.install``, the torch target).
+mirror_notify: Callable[[tuple[Any, ...]], object] | None = None
 
 def read(name: str) -> Value:
     """The effective value of ``name`` in the current context."""
@@ -209,6 +213,9 @@ def _write_defaults(values: Mapping[str, Value], sources: Mapping[str, str]) -> 
     watcher = on_write
     if watcher is not None:
         watcher(values)
+    notify = mirror_notify
+    if notify is not None:  # the writer's own context: other threads follow at their next push
+        notify(current()[VALUES])
 
 
 def assign(name: str, value: object) -> None:
@@ -240,7 +247,11 @@ def assign_checked(values: dict[str, Value]) -> None:
     new = list(frame[VALUES])
     for name, value in values.items():
         new[SLOT[name]] = value
-    set_frame((tuple(new), frame[SCOPE], frame[TOKEN]))  # same entry: undone when that scope exits
+    changed = tuple(new)
+    notify = mirror_notify
+    if notify is not None:  # before the frame: a push that raises refuses the assignment
+        notify(changed)
+    set_frame((changed, frame[SCOPE], frame[TOKEN]))  # same entry: undone when that scope exits
 
 
 def set_defaults(mapping: Mapping[str, Any]) -> None:

@@ -11,8 +11,12 @@ Registered through the ``pytest11`` entry point, so installing ``backends`` is e
 * ``--backends-leaks=fail|warn|off`` (ini ``backends_leaks``, default ``warn``) reports a
   test that changed process defaults or left a scope entered, a session-, package-,
   module- or class-scoped fixture that did so and did not undo it at its teardown, and a
-  module that changed process defaults when imported; ``warn`` and ``fail`` then put the
-  defaults and the scopes back, so the next test starts clean.
+  module that changed process defaults when imported; with torch imported, also a test or
+  fixture that changed torch's own settings of those flags through torch's API
+  (``torch.backends.cudnn.deterministic = True``, ``torch.use_deterministic_algorithms(True)``)
+  and did not restore them; ``warn`` and ``fail`` then put the defaults, the scopes and torch's
+  settings back, so the next test starts clean. The marker and the fixture reach torch as any
+  scope does (the torch sync target).
 * ``--backends-strict`` (ini ``backends_strict``) freezes bare global assignment while each
   test runs (``backends.disable_global_flags()``) and always unfreezes afterwards.
 
@@ -41,6 +45,7 @@ import pytest
 
 import backends
 from backends._engine import environment, state
+from backends._engine import mirror as _mirror
 from backends._engine.errors import unknown_name
 from backends._engine.scope import flags as flags_of  # backends.flags, for a mapping built at run time
 from backends._engine.state import SavedDefaults, assign, check_mapping, restore_defaults, save_defaults, set_frozen
@@ -129,10 +134,24 @@ class _Mark(NamedTuple):
 
     defaults: SavedDefaults
     frame: Any  # state.current(): the innermost scope's frame, compared by identity
+    #: a library's own settings that follow the flags (torch, once imported: mirror.current()), else None
+    library: dict[str, Any] | None = None
 
 
 def _mark() -> _Mark:
-    return _Mark(save_defaults(), state.current())
+    mirrored = _mirror.mirror
+    return _Mark(save_defaults(), state.current(), None if mirrored is None else mirrored.current())
+
+
+def _library_changes(expected: _Mark, end: _Mark) -> tuple[list[str], dict[str, Any]]:
+    """What changed in the library's own settings (torch's, set through torch's API): lines to
+    report, and the values to put back."""
+    mirrored = _mirror.mirror
+    if mirrored is None or expected.library is None or end.library is None:
+        return [], {}
+    back = {name: value for name, value in expected.library.items()
+            if name in end.library and _differs(value, end.library[name])}
+    return [f"{mirrored.spelling(name)}: {value!r} -> {end.library[name]!r}" for name, value in back.items()], back
 
 
 @dataclass
@@ -285,7 +304,8 @@ def _settle(
     # Under strict mode the plugin owns the freeze: a test's enable/disable cannot outlive it.
     changed = _changes(expected.defaults, end.defaults, frozen=not settings.strict)
     scopes = _scope_leak(expected, end, ours)
-    if not changed and scopes is None:
+    library, back = _library_changes(expected, end)
+    if not changed and scopes is None and not library:
         return
     if changed:
         # (under strict mode, the freeze stays the plugin's until the teardown ends)
@@ -293,15 +313,23 @@ def _settle(
         restore_defaults(expected.defaults._replace(frozen=frozen))
     if scopes is not None:
         state.set_frame(expected.frame)  # the context as it was: no override left over
+    label = _mirror.mirror.label if _mirror.mirror is not None else ""
+    if back and _mirror.mirror is not None:
+        _mirror.mirror.put_back(back)
     parts = [f"changed process defaults and did not restore them: {'; '.join(changed)}"] if changed else []
     if scopes is not None:
         parts.append(f"{scopes}; what comes next starts without it")
+    if library:
+        parts.append(f"changed {label}'s own settings and did not restore them: {'; '.join(library)}")
     if fixture:
         advice = [_FIXTURE_ADVICE]
     else:
         names = _changed_names(expected.defaults.values, end.defaults.values)
         now = {name: end.defaults.values[name] for name in names}
         advice = ([_advice(now)] if now else []) + ([_SCOPE_ADVICE] if scopes is not None else [])
+        if library:
+            advice.append(f"scope {label}'s flags with backends instead (the marker, the fixture or a scope), "
+                          f"or put {label}'s value back")
         where = next((place for name, place in (written or {}).items() if name in now), where)
     message = f"{who} {' and '.join(parts)}; {'; '.join(advice)}"
     # Fail only inside a test's teardown, where pytest reports it; a fixture torn down at
@@ -457,6 +485,7 @@ def _check_fixture(config: pytest.Config, fixturedef: Any) -> None:
     expected = _Mark(
         _with_values_of(last.defaults, before.defaults, names, frozen=before.defaults.frozen != after.defaults.frozen),
         before.frame if after.frame is not before.frame else last.frame,
+        before.library if after.library != before.library else last.library,
     )
     who = f"fixture {fixturedef.argname!r} ({fixturedef.scope}-scoped, at its teardown)"
     _settle(config, who, expected, _fixture_location(fixturedef), [], fixture=True)

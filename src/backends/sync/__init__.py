@@ -25,6 +25,9 @@ sparse          cupyx.scipy.sparse._coo, ._compressed  algorithms.*: summing dup
 cusparse        cupy_backends.cuda.libs.cusparse,      algorithms.*: SpMV / SpMM take cuSPARSE's
                 cupyx.cusparse (spmv)                  deterministic algorithms; transposed ones refuse;
                                                        one-row / one-column SpMV computed without them
+torch           torch (its own process-wide settings,  every flag torch has, through torch's own
+                through ``torch._C``)                  setters; see ``torch.py`` and the engine's
+                                                       ``mirror.py`` for when and whose value wins
 =============== ====================================== =================================================
 
 The ``algorithms.*`` targets share one check (``nondeterministic.alert``): where
@@ -47,6 +50,7 @@ import threading
 from collections.abc import Callable
 
 from .._engine import accelerator, state
+from .._engine.mirror import sync as _mirror_sync
 from .._engine.state import current
 from . import hooks
 
@@ -70,6 +74,7 @@ TARGETS = {
     "cupyx.scipy.sparse._compressed": "sparse",
     "cupy_backends.cuda.libs.cusparse": "cusparse",
     "cupyx.cusparse": "cusparse",
+    "torch": "torch",  # torch's own settings (not CuPy's): see torch.py
 }
 
 #: target name -> its module, once its CuPy module is imported and wrapped
@@ -161,6 +166,7 @@ def sync() -> None:
     """
     if _speedups is not None:  # the same, with "nothing changed" answered in C
         return _speedups.sync()  # type: ignore[no-any-return]
+    _mirror_sync()
     query = _device_query
     if query is None:  # CuPy is not imported: nothing to push into
         return
@@ -213,6 +219,6 @@ def compiled() -> Any:
                 _speedups = None  # the import system bound the submodule it loaded here: not to be used
                 accelerator.warn_if_wanted(reason)
                 return None
-            module.configure(state.overrides, state.NO_SCOPE, vars(state), globals(), _push)
+            module.configure(state.overrides, state.NO_SCOPE, vars(state), globals(), _push, accelerator.speedups)
             _speedups = module
     return _speedups

@@ -2,8 +2,10 @@
  * changed. The pure-Python code is the reference and defines every behaviour; this file only
  * answers "nothing changed" faster and calls that code for everything else:
  *
- *   sync()          backends.sync.sync: the device, this context's frame and the defaults'
- *                   version equal this thread's last push: return; else the pure _push();
+ *   sync()          backends.sync.sync: first the engine's mirror (a library's settings
+ *                   following the flags: torch), through its capsule _mirror_sync; then, where
+ *                   the device, this context's frame and the defaults' version equal this
+ *                   thread's last push: return; else the pure _push();
  *   forget()        backends.sync.invalidate: drop this thread's record of its last push;
  *   StepperCore     backends.asyncio's synced: sync() (nothing it raises reaches the task),
  *                   then the coroutine's own step;
@@ -36,7 +38,7 @@
 /* The version of the interface between this file and the Python code that uses it, stored as the
  * module's INTERFACE: the Python code (backends/_engine/accelerator.py, INTERFACES) leaves a
  * module built for another one unused. Bump both with any change of what one expects of the other. */
-#define BACKENDS_INTERFACE 1
+#define BACKENDS_INTERFACE 2
 
 #ifdef Py_GIL_DISABLED
 #error "backends.sync._speedups relies on the GIL: a free-threaded CPython uses the pure-Python sync layer"
@@ -61,6 +63,8 @@ typedef struct {
     PyObject *state_dict;
     PyObject *sync_dict;
     PyObject *push;
+    PyObject *engine;                   /* backends._engine._speedups, whose mirror sync() brings in step */
+    int (*mirror_sync)(PyObject *engine); /* from its capsule _mirror_sync */
     /* Set by configure_stepper(): the stepper's module namespace and the sync it holds by
      * default: a step calls the "sync" found there (a test may replace it), in C when it is
      * still backends.sync.sync. */
@@ -186,6 +190,14 @@ sync_with(sync_state *state)
 {
     if (!configured(state)) {
         return NULL;
+    }
+    if (state->mirror_sync != NULL) {
+        PyObject *engine = Py_NewRef(state->engine);
+        int failed = state->mirror_sync(engine);
+        Py_DECREF(engine);
+        if (failed) {
+            return NULL;
+        }
     }
     PyObject *query = NULL;
     if (dict_get_ref(state->sync_dict, state->str_query, &query) < 0) {
@@ -1371,13 +1383,24 @@ error:
 static PyObject *
 configure(PyObject *module, PyObject *args)
 {
-    PyObject *var, *empty, *state_dict, *sync_dict, *push;
+    PyObject *var, *empty, *state_dict, *sync_dict, *push, *engine = Py_None;
     /* the frames are compared by identity only: NO_SCOPE is whatever the engine's is */
-    if (!PyArg_ParseTuple(args, "O!OO!O!O:configure", &PyContextVar_Type, &var, &empty, &PyDict_Type, &state_dict,
-                          &PyDict_Type, &sync_dict, &push)) {
+    if (!PyArg_ParseTuple(args, "O!OO!O!O|O:configure", &PyContextVar_Type, &var, &empty, &PyDict_Type, &state_dict,
+                          &PyDict_Type, &sync_dict, &push, &engine)) {
         return NULL;
     }
+    void *mirror_sync = NULL; /* no engine given (a test of this module alone): no mirror to sync */
+    if (engine != Py_None) {
+        PyObject *capsule = PyObject_GetAttrString(engine, "_mirror_sync");
+        mirror_sync = capsule == NULL ? NULL : PyCapsule_GetPointer(capsule, "backends._engine._speedups._mirror_sync");
+        Py_XDECREF(capsule);
+        if (mirror_sync == NULL) {
+            return NULL;
+        }
+    }
     sync_state *state = get_state(module);
+    Py_XSETREF(state->engine, Py_NewRef(engine));
+    state->mirror_sync = (int (*)(PyObject *))mirror_sync;
     Py_XSETREF(state->overrides_var, Py_NewRef(var));
     Py_XSETREF(state->no_scope, Py_NewRef(empty));
     Py_XSETREF(state->state_dict, Py_NewRef(state_dict));
@@ -1403,7 +1426,8 @@ static PyMethodDef module_methods[] = {
     {"configure_stepper", configure_stepper, METH_VARARGS,
      "configure_stepper(vars(backends.integrations.asyncio), backends.sync.sync): where a step finds sync."},
     {"configure", configure, METH_VARARGS,
-     "configure(overrides, NO_SCOPE, vars(state), vars(backends.sync), _push): what sync() reads and calls."},
+     "configure(overrides, NO_SCOPE, vars(state), vars(backends.sync), _push[, the engine's _speedups]): what "
+     "sync() reads and calls (with the engine, its mirror too)."},
     {"sync", fast_sync, METH_NOARGS, "backends.sync.sync(), answering 'nothing changed' in C."},
     {"forget", forget, METH_NOARGS, "backends.sync.invalidate(): drop this thread's record of its last push."},
     {"last_push", last_push, METH_NOARGS,
@@ -1462,6 +1486,7 @@ speedups_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(state->state_dict);
     Py_VISIT(state->sync_dict);
     Py_VISIT(state->push);
+    Py_VISIT(state->engine);
     Py_VISIT(state->stepper_globals);
     Py_VISIT(state->default_sync);
     Py_VISIT(state->str_sync);
@@ -1490,6 +1515,8 @@ speedups_clear(PyObject *module)
     Py_CLEAR(state->state_dict);
     Py_CLEAR(state->sync_dict);
     Py_CLEAR(state->push);
+    Py_CLEAR(state->engine);
+    state->mirror_sync = NULL;
     Py_CLEAR(state->stepper_globals);
     Py_CLEAR(state->default_sync);
     Py_CLEAR(state->str_sync);
