@@ -113,7 +113,7 @@ def test_map_runs_every_task_under_the_flags_at_map(dask_client: Any) -> None:
     assert backends_dask.map(dask_client, observed) == []
 
 
-# Older Dask (2024.12, the floor, among them) warns that a single-machine scheduler asked for by name
+# Older Dask (2024.12 among them) warns that a single-machine scheduler asked for by name
 # runs beside the active distributed client: what this test means to do.
 @pytest.mark.filterwarnings("ignore:Running on a single-machine scheduler:UserWarning")
 def test_compute_runs_every_delayed_task_under_the_flags_at_compute(dask_client: Any) -> None:
