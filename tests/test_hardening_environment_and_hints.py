@@ -258,6 +258,9 @@ TORCH_ONLY = [
     ("mkldnn", "enabled"), ("mkldnn", "deterministic"), ("mkldnn", "allow_tf32"), ("mkldnn", "flags"),
     ("cuda", "enable_flash_sdp"), ("cuda", "flash_sdp_enabled"), ("cuda", "enable_math_sdp"),
     ("cuda", "sdp_kernel"), ("cuda", "preferred_blas_library"), ("cudnn", "rnn"), ("", "nnpack"),
+    ("cuda", "cublas_workspace_size"), ("cuda", "cublaslt_workspace_size"), ("cuda", "blas_workspace_size"),
+    ("cuda.matmul", "allow_fp16_accumulation"), ("cuda.matmul", "allow_fp16_reduced_precision_reduction_split_k"),
+    ("cuda.matmul", "allow_bf16_reduced_precision_reduction_split_k"), ("cudnn", "depthwise_kernel"),
 ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .table import VIEWS
+from .table import VIEWS, View
 
 # Re-exported for the modules that import them from here (scope.py, backends/__main__.py); they
 # live in wording.py, below the table.
@@ -22,8 +22,16 @@ TORCH_ONLY: dict[str, frozenset[str]] = {
         "enable_math_sdp", "enable_mem_efficient_sdp", "flash_sdp_enabled", "fp16_bf16_reduction_math_sdp_allowed",
         "math_sdp_enabled", "mem_efficient_sdp_enabled", "preferred_blas_library", "preferred_rocm_fa_library",
         "sdp_kernel",
+        # cuBLAS/cuBLASLt workspace sizes for torch's own handles (CuPy sizes its handle's workspace itself)
+        "blas_workspace_size", "cublas_workspace_size", "cublaslt_workspace_size",
     }),
-    "cudnn": frozenset({"rnn"}),
+    "cuda.matmul": frozenset({
+        # fp16 accumulation (torch 2.7+), and the split-K half of torch's (bool, bool) reduction
+        # settings: nothing in CuPy's GEMMs to push either into
+        "allow_bf16_reduced_precision_reduction_split_k", "allow_fp16_accumulation",
+        "allow_fp16_reduced_precision_reduction_split_k",
+    }),
+    "cudnn": frozenset({"depthwise_kernel", "rnn"}),
     "mkldnn": frozenset({
         "allow_tf32", "conv", "deterministic", "enabled", "flags", "fp32_precision", "matmul", "rnn", "set_flags",
         "verbose",
@@ -104,12 +112,38 @@ def not_scoped(name: str) -> str:
     return ""
 
 
+def use_the_flag(view: View, keyword_of: str = "") -> str:
+    """What to write instead of ``view`` where a flag is wanted: its flag, as a dotted name in a
+    mapping, or as a keyword of ``backends.{keyword_of}.flags()`` (the namespace whose ``flags()``
+    got the view's name)."""
+    space, _, attribute = view.flag.rpartition(".")
+    if not keyword_of:
+        spelt = [f"{{{view.flag!r}: {value}}}" for value in (True, False)]
+    elif space == keyword_of:
+        spelt = [f"{attribute}={value}" for value in (True, False)]
+    else:
+        spelt = [f"backends.{space}.flags({attribute}={value})" for value in (True, False)]
+    return f"use {spelt[0]} for {view.when_true!r} or {spelt[1]} for {view.when_false!r}"
+
+
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     best = closest(name, candidates)
     return f"; did you mean {best!r}?" if best else ""
 
 
-class UnknownFlagError(KeyError, AttributeError):
+class _PlainKeyError(KeyError):
+    """A ``KeyError`` whose ``str()`` is its message as written (``KeyError``'s quotes it, as it does
+    a key, so a traceback would show a sentence inside quotes)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class MissingFlagsError(_PlainKeyError):
+    """A mapping that must name every flag (``Snapshot.from_dict()``) lacks some: a ``KeyError``."""
+
+
+class UnknownFlagError(_PlainKeyError, AttributeError):
     """An unknown flag name: a ``KeyError`` for dotted names and an ``AttributeError``
     for attribute access, so either ``except`` catches it. The message names the
     closest valid flag. ``obj`` is the namespace (or package) the name was looked up on, for
@@ -119,9 +153,6 @@ class UnknownFlagError(KeyError, AttributeError):
     def __init__(self, *args: object, obj: object = None) -> None:
         super().__init__(*args)
         self.obj = obj
-
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0]) if self.args else ""
 
 
 def unknown_name(name: object, candidates: Iterable[str], what: str = "flag") -> UnknownFlagError:

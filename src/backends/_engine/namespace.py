@@ -15,9 +15,9 @@ from types import ModuleType
 
 from . import state
 from .accelerator import speedups
-from .errors import TORCH_ONLY, UnknownFlagError, closest, nearest, not_scoped
+from .errors import TORCH_ONLY, UnknownFlagError, closest, nearest, not_scoped, use_the_flag
 from .scope import Scope
-from .state import SLOT, VALUES, assign, current
+from .state import SLOT, VALUES, VIEWS_BY_NAME, assign, current
 from .table import FLAGS, NAMES, VIEWS, Flag, View
 from .wording import show
 
@@ -113,6 +113,9 @@ def _flags_builder(prefix: str, members: dict[str, Flag]) -> Any:
             attribute = str.__str__(keyword)  # a plain str: a subclass's own methods never run
             flag = members.get(attribute)
             if flag is None:
+                view = VIEWS_BY_NAME.get(f"{prefix}.{attribute}")
+                if view is not None:  # as a mapping says of it (state.check_mapping)
+                    raise TypeError(f"{label}() got {attribute!r}, a view, not a flag: {use_the_flag(view, prefix)}")
                 hint = closest(attribute, members)
                 raise TypeError(
                     f"{label}() got an unknown flag {attribute!r}"

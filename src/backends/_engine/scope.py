@@ -31,7 +31,7 @@ from types import TracebackType
 
 from . import mirror, state
 from .accelerator import speedups
-from .errors import show
+from .errors import MissingFlagsError, show, unknown_name
 from .state import EMPTY, NO_SCOPE, SCOPE, TOKEN, VALUES, alone, check_mapping, current, effective, merged, overrides
 from .table import NAMES, Value
 
@@ -789,7 +789,17 @@ class Snapshot(Scope, Mapping[str, Value]):
     __slots__ = ()
 
     def __getitem__(self, name: str) -> Value:
-        return self._overrides[name]
+        try:
+            return self._overrides[name]
+        except KeyError:  # a KeyError still (Mapping), saying the nearest flag
+            raise unknown_name(name, NAMES) from None
+
+    # Mapping's would call __getitem__ and build that message only to drop it.
+    def __contains__(self, name: object) -> bool:
+        return name in self._overrides
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._overrides.get(name, default)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._overrides)
@@ -818,10 +828,14 @@ class Snapshot(Scope, Mapping[str, Value]):
 
     def __init__(self, data: Mapping[str, Any]) -> None:
         """Every flag's value by dotted name; raises as ``from_dict()`` does."""
-        checked = check_mapping(data, "backends.Snapshot()")
+        self._build(data, "backends.Snapshot()")
+
+    def _build(self, data: Mapping[str, Any], what: str) -> None:
+        """``__init__``'s work, its errors naming ``what`` was called."""
+        checked = check_mapping(data, what)
         missing = [name for name in NAMES if name not in checked]
         if missing:
-            raise KeyError(
+            raise MissingFlagsError(
                 f"a Snapshot needs every flag; missing {', '.join(map(repr, missing))} "
                 f"(for a partial override use backends.flags(mapping))"
             )
@@ -855,7 +869,9 @@ class Snapshot(Scope, Mapping[str, Value]):
         Raises ``TypeError``/``ValueError`` for a bad value, and ``KeyError`` for an
         unknown name or a missing one (a snapshot holds every flag).
         """
-        return cls(data)
+        self = cls.__new__(cls)
+        self._build(data, "backends.Snapshot.from_dict()")
+        return self
 
 
 _sealed = True  # Scope.__init_subclass__ refuses every class from here on

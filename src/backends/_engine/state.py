@@ -31,7 +31,7 @@ from contextvars import ContextVar, copy_context
 
 from . import environment
 from .accelerator import speedups
-from .errors import UnknownFlagError, unknown_name
+from .errors import UnknownFlagError, unknown_name, use_the_flag
 from .record import Record
 from .table import BY_NAME, FLAGS, NAMES, VIEWS, Value
 from .wording import show
@@ -188,10 +188,7 @@ def check_mapping(mapping: object, what: str) -> dict[str, Value]:
         if flag is None:
             view = VIEWS_BY_NAME.get(plain) if plain is not None else None
             if view is not None:
-                raise UnknownFlagError(
-                    f"{plain!r} is a view, not a flag: use {{{view.flag!r}: True}} for {view.when_true!r} "
-                    f"or {{{view.flag!r}: False}} for {view.when_false!r}"
-                )
+                raise UnknownFlagError(f"{plain!r} is a view, not a flag: {use_the_flag(view)}")
             raise unknown_name(name, NAMES)
         checked[flag.name] = flag.check(value)
     return checked

@@ -35,6 +35,7 @@ import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from .._engine.wording import show
 from ..sync import compiled, sync
 
 _speedups = compiled()
@@ -208,12 +209,29 @@ def _factory(previous: Any) -> Any:
     return create_task
 
 
+def _the_loop(loop: object, function: str) -> asyncio.AbstractEventLoop:
+    """``loop``, or the running loop where it is ``None``, for ``install()``/``uninstall()``
+    (``function``): ``RuntimeError`` saying where to call it if none is running, ``TypeError``
+    for what is not an ``asyncio.AbstractEventLoop`` (as ``asyncio.set_event_loop()`` refuses)."""
+    if loop is None:
+        try:
+            return asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError(
+                f"backends.asyncio.{function}() found no running event loop: call it from code running in "
+                f"the loop (e.g. first thing in the async def that asyncio.run() runs), or pass loop="
+            ) from None
+    if not isinstance(loop, asyncio.AbstractEventLoop):
+        raise TypeError(f"backends.asyncio.{function}() takes an asyncio event loop or None, got {show(loop)}")
+    return loop
+
+
 def install(loop: asyncio.AbstractEventLoop | None = None) -> None:
     """Make every task created on ``loop`` from now on call ``backends.sync()`` before
     each step. ``loop`` defaults to the running loop (``RuntimeError`` if there is
-    none). Keeps a task factory that was already set (``asyncio.eager_task_factory``
-    included), by wrapping it. Idempotent."""
-    loop = loop or asyncio.get_running_loop()
+    none; ``TypeError`` for what is not an event loop). Keeps a task factory that was
+    already set (``asyncio.eager_task_factory`` included), by wrapping it. Idempotent."""
+    loop = _the_loop(loop, "install")
     current = loop.get_task_factory()
     if current is not None and hasattr(current, "backends_previous"):
         return
@@ -222,9 +240,9 @@ def install(loop: asyncio.AbstractEventLoop | None = None) -> None:
 
 def uninstall(loop: asyncio.AbstractEventLoop | None = None) -> None:
     """Undo ``install()`` on ``loop`` (default: the running loop; ``RuntimeError`` if there
-    is none), restoring the task factory it wrapped. A no-op if it was not installed.
-    Tasks created before keep syncing."""
-    loop = loop or asyncio.get_running_loop()
+    is none; ``TypeError`` for what is not an event loop), restoring the task factory it
+    wrapped. A no-op if it was not installed. Tasks created before keep syncing."""
+    loop = _the_loop(loop, "uninstall")
     current = loop.get_task_factory()
     if current is not None and hasattr(current, "backends_previous"):
         loop.set_task_factory(current.backends_previous)
