@@ -24,6 +24,7 @@ import builtins
 import contextlib
 import contextvars
 import functools
+import sys
 import types
 import weakref
 from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterable, Iterator, Mapping
@@ -538,7 +539,11 @@ class Decorated(_DecoratedBase):
             return follow(scope, result)
         return result
 
-    if speedups is not None:  # the C base class's
+    # The C base class's, but on 3.12: there every call from C into Python counts against a fixed
+    # C recursion limit (1,500 calls), so a recursive decorated function whose calls went through C
+    # would stop at about 500 levels, whatever sys.setrecursionlimit() says; this method's call of
+    # fn is Python to Python, bound by the recursion limit alone, as on the pure engine.
+    if speedups is not None and sys.version_info[:2] != (3, 12):
         del call
 
     def __reduce__(self) -> tuple[Any, ...]:
