@@ -437,7 +437,6 @@ def test_a_client_hanging_up_mid_body_is_no_server_error(server: str) -> None:
 
 # -- the event loop stays free ---------------------------------------------------------------------
 SLOW_SHAPE = [2000, 2000, 2000]  # 8e9 multiply-adds plus 8e6 random numbers: about a second on 2 cores
-SMALL_BOUND_S = 0.5
 
 
 @pytest.fixture
@@ -473,10 +472,11 @@ async def _small_during_slow(base: str) -> tuple[float, float, bool, list[int]]:
 def test_a_slow_product_does_not_stall_a_small_request(slow_server: str) -> None:
     small_latency, slow_total, slow_still_running, shape = asyncio.run(_small_during_slow(slow_server))
     assert shape == [SLOW_SHAPE[0], SLOW_SHAPE[2]]
-    # With the product on the event loop, the small request waited for all of it (up to ~1 s here).
+    # With the product on the event loop, the small request waited for all of it: it was answered
+    # while the slow one was still being computed (an order of events, not a time bound, which a
+    # loaded machine would break).
     timings = f"small request {small_latency:.3f} s, slow one {slow_total:.3f} s"
     assert slow_still_running, f"the small request finished after the slow one: {timings}"
-    assert small_latency < SMALL_BOUND_S, timings
 
 
 # -- context propagation --------------------------------------------------------------------------
