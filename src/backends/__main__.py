@@ -317,8 +317,9 @@ def _expect(problems: list[str], where: str, expected: Mapping[str, object]) -> 
 
 def _threads(baseline: Values, defaults: Values, work: _Matmuls) -> list[str]:
     """THREADS threads, all inside different scopes at once (a Barrier holds them there), plus
-    one scope object entered by all of them; the main thread reads while they are inside."""
-    problems: list[str] = []
+    one scope object entered by all of them; the main thread reads while they are inside. The
+    problems are listed thread by thread, in thread order, whichever thread finished first."""
+    found: list[list[str]] = [[] for _ in range(THREADS + 1)]  # each thread's, then the main thread's
     barrier = threading.Barrier(THREADS + 1, timeout=_TIMEOUT)
     shared = backends.cudnn.flags(benchmark=True)
 
@@ -329,6 +330,7 @@ def _threads(baseline: Values, defaults: Values, work: _Matmuls) -> list[str]:
             "cuda.preferred_linalg_library": _LIBS[i % 3],
             "cudnn.benchmark_limit": 100 + i,
         }
+        problems = found[i]
         try:
             start = read_all()  # a new thread starts from the process defaults (or, where threads
             if start not in (defaults, baseline):  # inherit the context, from the caller's flags)
@@ -348,6 +350,7 @@ def _threads(baseline: Values, defaults: Values, work: _Matmuls) -> list[str]:
     threads = [threading.Thread(target=worker, args=(i,), name=f"backends-check-{i}") for i in range(THREADS)]
     for thread in threads:
         thread.start()
+    problems = found[THREADS]
     try:
         barrier.wait()
         _expect(problems, f"main thread while {THREADS} threads are inside their scopes", baseline)
@@ -356,7 +359,7 @@ def _threads(baseline: Values, defaults: Values, work: _Matmuls) -> list[str]:
         problems.append("main thread: the barrier broke (a thread failed first)")
     for thread in threads:
         thread.join()
-    return problems
+    return [problem for problems in found for problem in problems]
 
 
 def _tasks(baseline: Values, work: _Matmuls) -> list[str]:
