@@ -6,7 +6,9 @@ local Ray cluster (one CPU), ``client.submit(f, i, pure=False).result()`` on a o
 ``distributed.LocalCluster`` (a worker process). The plain call (A) and the carrying one (B) are
 timed in back-to-back batches, alternating which goes first, so that drift in the machine's speed
 cancels out of each pair; the table gives the median per call of each, the added time (B - A,
-median of the pairs) and the ratio B / A, with the lowest and highest pair's ratio. What B adds:
+median of the pairs) and the ratio B / A, with the lowest and highest pair's ratio; a second row
+per engine times the plain call as both A and B, so how far its ratio strays from 1.000 shows what
+the machine's noise alone does to a ratio. What B adds:
 taking ``backends.snapshot()`` in the caller, sending it with the call (encoded as plain data for
 Ray, pickled by Dask), and entering it as a scope in the worker; the first rows time that work
 alone, in this process, where no engine's noise hides it.
@@ -66,7 +68,7 @@ def alternate(
 
 
 def _row(name: str, result: dict[str, float]) -> str:
-    return (f"{name:<44} A {result['A']:9.1f} us   B {result['B']:9.1f} us   "
+    return (f"{name:<46} A {result['A']:9.1f} us   B {result['B']:9.1f} us   "
             f"added {result['added']:+8.1f} us   ratio B/A {result['ratio']:.3f} "
             f"(pairs {result['low']:.3f} - {result['high']:.3f})")  # fmt: skip
 
@@ -117,9 +119,12 @@ def bench_ray(calls: int, pairs: int) -> str:
         carrying = backends_ray.remote(echo)
         with backends.cudnn.flags(deterministic=True):  # a scope in the caller, as a user would have
             result = alternate(lambda i: ray.get(plain.remote(i)), lambda i: ray.get(carrying.remote(i)), calls, pairs)
+            # The same plain task as A and as B: how far from 1.000 a ratio strays with nothing added.
+            floor = alternate(lambda i: ray.get(plain.remote(i)), lambda i: ray.get(plain.remote(i)), calls, pairs)
     finally:
         ray.shutdown()
-    return _row("Ray task: plain (A), backends_ray (B)", result)
+    return "\n".join((_row("Ray task: plain (A), backends_ray (B)", result),
+                      _row("Ray task: plain (A), plain again (B): noise", floor)))  # fmt: skip
 
 
 def bench_dask(calls: int, pairs: int) -> str:
@@ -136,7 +141,9 @@ def bench_dask(calls: int, pairs: int) -> str:
             lambda i: backends_dask.submit(client, echo, i, pure=False).result(),
             calls, pairs,
         )  # fmt: skip
-    return _row("Dask submit: plain (A), backends_dask (B)", result)
+        floor = alternate(*[lambda i: client.submit(echo, i, pure=False).result()] * 2, calls, pairs)
+    return "\n".join((_row("Dask submit: plain (A), backends_dask (B)", result),
+                      _row("Dask submit: plain (A), plain again (B): noise", floor)))  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
