@@ -3,15 +3,16 @@ task, backends.integrations.dask.submit against a plain ``client.submit``, measu
 
 Each call is a round trip of a function that returns its argument: ``ray.get(f.remote(i))`` on a
 local Ray cluster (one CPU), ``client.submit(f, i, pure=False).result()`` on a one-worker, one-thread
-``distributed.LocalCluster`` (a worker process). The plain call (A) and the carrying one (B) are
-timed in back-to-back batches, alternating which goes first, so that drift in the machine's speed
-cancels out of each pair; the table gives the median per call of each, the added time (B - A,
-median of the pairs) and the ratio B / A, with the lowest and highest pair's ratio; a second row
-per engine times the plain call as both A and B, so how far its ratio strays from 1.000 shows what
-the machine's noise alone does to a ratio. What B adds:
-taking ``backends.snapshot()`` in the caller, sending it with the call (encoded as plain data for
-Ray, pickled by Dask), and entering it as a scope in the worker; the first rows time that work
-alone, in this process, where no engine's noise hides it.
+``distributed.LocalCluster`` (a worker process). Calls of the plain (A) and the carrying (B) kind
+alternate one by one, each timed alone, so that drift in the machine's speed reaches both alike;
+the table gives the median per call of each, the added time (B - A) and the ratio B / A of those
+medians, with the lowest and highest ratio of one pair (a pair: the medians of ``calls`` calls of
+each); a second row per engine times the plain call as both A and B, so how far its ratio strays
+from 1.000 shows what the machine's noise alone does to a ratio. What B adds: taking
+``backends.snapshot()`` in the caller and sending it with the call (for a Ray task, a Ray function
+exported for those flags, so nothing is sent per call; for a Ray actor's method, encoded as plain
+data in a first argument; for Dask, pickled), and entering it as a scope in the worker; the first
+rows time that work alone, in this process, where no engine's noise hides it.
 
     python benchmarks/bench_scale_out.py [--quick]
 
@@ -36,35 +37,39 @@ def echo(x: Any) -> Any:
     return x
 
 
-def _batch(call: Callable[[int], object], calls: int) -> float:
-    """Seconds per call over ``calls`` sequential round trips."""
-    start = time.perf_counter()
-    for i in range(calls):
-        call(i)
-    return (time.perf_counter() - start) / calls
+class Echo:
+    """An actor whose method returns its argument."""
+
+    def echo(self, x: Any) -> Any:
+        return x
 
 
 def alternate(
     plain: Callable[[int], object], carrying: Callable[[int], object], calls: int, pairs: int
 ) -> dict[str, float]:
-    """Medians (µs per call) of A and B, of their per-pair difference, the ratio B / A, and the
-    lowest and highest ratio of one pair (the spread)."""
+    """Medians (µs per call) of A and B over all their calls, the added time B - A and the ratio
+    B / A of those medians, and the lowest and highest ratio of one pair (the spread). A pair is
+    ``calls`` calls of each, A and B one after the other, the first of each two alternating, each
+    call timed alone: a median per call is not moved by the machine's occasional stalls, which a
+    batch's mean takes in."""
     for call in (plain, carrying):  # warm up: workers started, functions shipped
-        _batch(call, max(5, calls // 4))
-    a_times, b_times, added, ratios = [], [], [], []
-    for pair in range(pairs):
-        order = (plain, carrying) if pair % 2 == 0 else (carrying, plain)
-        first, second = (_batch(call, calls) for call in order)
-        a, b = (first, second) if pair % 2 == 0 else (second, first)
-        a_times.append(a)
-        b_times.append(b)
-        added.append(b - a)
-        ratios.append(b / a)
-    a, b = statistics.median(a_times), statistics.median(b_times)
-    return {
-        "A": a * 1e6, "B": b * 1e6, "added": statistics.median(added) * 1e6, "ratio": b / a,
-        "low": min(ratios), "high": max(ratios),
-    }  # fmt: skip
+        for i in range(max(5, calls // 4)):
+            call(i)
+    a_all: list[float] = []
+    b_all: list[float] = []
+    ratios = []
+    for _ in range(pairs):
+        a_times, b_times = [], []
+        for i in range(calls):
+            for call, times in ((plain, a_times), (carrying, b_times))[:: 1 if i % 2 == 0 else -1]:
+                start = time.perf_counter()
+                call(i)
+                times.append(time.perf_counter() - start)
+        ratios.append(statistics.median(b_times) / statistics.median(a_times))
+        a_all += a_times
+        b_all += b_times
+    a, b = statistics.median(a_all), statistics.median(b_all)
+    return {"A": a * 1e6, "B": b * 1e6, "added": (b - a) * 1e6, "ratio": b / a, "low": min(ratios), "high": max(ratios)}
 
 
 def _row(name: str, result: dict[str, float]) -> str:
@@ -121,10 +126,16 @@ def bench_ray(calls: int, pairs: int) -> str:
             result = alternate(lambda i: ray.get(plain.remote(i)), lambda i: ray.get(carrying.remote(i)), calls, pairs)
             # The same plain task as A and as B: how far from 1.000 a ratio strays with nothing added.
             floor = alternate(lambda i: ray.get(plain.remote(i)), lambda i: ray.get(plain.remote(i)), calls, pairs)
+            plain_actor, carrying_actor = ray.remote(Echo).remote(), backends_ray.remote(Echo).remote()
+            actor = alternate(
+                lambda i: ray.get(plain_actor.echo.remote(i)), lambda i: ray.get(carrying_actor.echo.remote(i)),
+                calls, pairs,
+            )  # fmt: skip
     finally:
         ray.shutdown()
     return "\n".join((_row("Ray task: plain (A), backends_ray (B)", result),
-                      _row("Ray task: plain (A), plain again (B): noise", floor)))  # fmt: skip
+                      _row("Ray task: plain (A), plain again (B): noise", floor),
+                      _row("Ray actor call: plain (A), backends_ray (B)", actor)))  # fmt: skip
 
 
 def bench_dask(calls: int, pairs: int) -> str:
@@ -153,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     calls, pairs = (20, 3) if quick else (100, 11)
     engine = "compiled accelerator" if backends._engine.ACCELERATED else "pure Python"
     print(f"backends {backends.__version__} ({engine}), Python {platform.python_version()}, {platform.machine()}")
-    print(f"per remote round trip; medians of {pairs} alternating pairs of {calls} sequential calls"
+    print(f"per remote round trip; medians of {pairs} pairs of {calls} calls each, A and B alternating call by call"
           + (" (--quick: rough figures)" if quick else ""))  # fmt: skip
     print(*bench_in_process(200 if quick else 5_000), sep="\n")
     print(bench_ray(calls, pairs))

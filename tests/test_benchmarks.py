@@ -215,7 +215,8 @@ def test_bench_scale_out_quick_prints_each_engine_beside_its_plain_call_as_a_rat
         line = next((line for line in lines if line.startswith(row)), None)
         assert line is not None and line.endswith("us per call (best of 7)"), result.stdout
     for row in ("Ray task: plain (A), backends_ray (B)", "Dask submit: plain (A), backends_dask (B)",
-                "Ray task: plain (A), plain again (B): noise", "Dask submit: plain (A), plain again (B): noise"):
+                "Ray task: plain (A), plain again (B): noise", "Dask submit: plain (A), plain again (B): noise",
+                "Ray actor call: plain (A), backends_ray (B)"):
         line = next(line for line in lines if line.startswith(row))
         assert " A " in line and " B " in line and "added" in line and "ratio B/A" in line and "(pairs " in line, line
-    assert "alternating pairs" in result.stdout  # plain and carrying calls measured in turns, in one run
+    assert "A and B alternating call by call" in result.stdout  # plain and carrying calls in turns, in one run

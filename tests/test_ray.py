@@ -69,6 +69,8 @@ def test_process_defaults_of_the_caller_travel_too_and_options_keep_the_flags() 
     assert ray.get(flags_in_a_task.remote("default"), timeout=60)[1] == (False, False, True)
     with backends.cudnn.flags(deterministic=True):
         tag, seen, _ = ray.get(flags_in_a_task.options(num_cpus=0, name="renamed").remote("opt"), timeout=60)
+        chained = flags_in_a_task.options(num_cpus=0).options(name="renamed again")  # later options win
+        assert ray.get(chained.remote("chained"), timeout=60)[:2] == ("chained", (True, False, True))
     assert (tag, seen) == ("opt", (True, False, True))
 
 
@@ -93,6 +95,24 @@ def test_a_reused_worker_process_keeps_nothing_between_calls() -> None:
     assert all(seen == DEFAULTS and sources == ["default"] for seen, _, sources in plain)
     # The same worker processes ran both kinds: what they saw is what reuse leaves behind.
     assert {pid for *_, pid in scoped} & {pid for _, pid, _ in plain}
+
+
+def test_each_set_of_flags_runs_its_own_ray_function_up_to_a_bound_and_later_sets_go_as_an_argument(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(backends_ray, "_PINNED_SETS", 2)
+    work = backends_ray.remote(observed)  # a new remote function: no set of flags exported for it yet
+    renamed = work.options(name="renamed")
+    sets = [{"deterministic": True}, {"benchmark": True}, {"deterministic": True, "benchmark": True}]
+    seen = []
+    for _ in range(2):
+        for flags in sets:
+            with backends.cudnn.flags(**flags):
+                seen.append(ray.get([work.remote(), renamed.remote()], timeout=60))
+    each = [(True, False, False), (False, True, False), (True, True, False)]
+    assert seen == [[expected, expected] for expected in each * 2]
+    # The first two sets got a Ray function each, shared with .options(); the third went as an argument.
+    assert len(work._exports.pinned) == 2 and renamed._exports is work._exports
 
 
 @backends_ray.remote

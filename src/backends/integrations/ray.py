@@ -10,12 +10,15 @@
     with backends.cudnn.flags(deterministic=True):
         ref = work.remote(1)              # the task runs with cudnn.deterministic=True
 
-At each ``.remote()`` the caller takes a ``backends.snapshot()``, and Ray carries it to the worker
-as the call's first argument (encoded by the caller as plain data in ``bytes``, which Ray passes as
-they are, and which the worker decodes and checks without running anything from them); the worker
-enters it as a scope around that call only, so a worker process that Ray reuses keeps
-nothing from one call to the next, and its process defaults are never touched. A task that calls
-``.remote()`` itself passes its flags on the same way.
+At each ``.remote()`` the caller takes a ``backends.snapshot()``, and the worker enters it as a
+scope around that call only, so a worker process that Ray reuses keeps nothing from one call to
+the next, and its process defaults are never touched. A task that calls ``.remote()`` itself
+passes its flags on the same way. How the snapshot travels: a task runs a Ray function exported
+for that set of flags (one per set a function is called under, up to 16; the first call under a
+new set exports it, a few milliseconds), so its calls send nothing more than a plain Ray task's.
+Actor calls, and a task's calls under further sets, send it as the call's first argument,
+encoded by the caller as plain data in ``bytes`` (which Ray passes as they are, and which the
+worker decodes and checks without running anything from them).
 
 Mirrors of Ray's objects: ``RemoteFunction`` (``.remote``, ``.options``), ``ActorClass``
 (``.remote`` makes an actor whose ``__init__`` runs under the caller's flags, ``.options``) and
@@ -131,21 +134,68 @@ def _under_flags(fn: Callable[..., Any], takes_self: bool = False) -> Callable[.
 
 
 # -- remote functions ------------------------------------------------------------------------------------
+_PINNED_SETS = 16
+"""How many sets of flags one remote function gets a Ray function of its own for, the flags
+entered around each call (``snapshot(fn)``), so that a task's call sends nothing more than a plain
+Ray task's (an argument costs about 15 us per call in Ray itself). Ray exports each to the cluster
+once and keeps it for the job's life; calls under further sets send the flags as a first argument."""
+
+
+class _Exports:
+    """The Ray functions that one decorated function is exported as, shared by its ``.options()``:
+    one that takes the caller's flags as its first argument, and one per set of flags it was
+    called under, up to ``_PINNED_SETS``."""
+
+    def __init__(self, function: Callable[..., Any], ray_options: dict[str, Any]) -> None:
+        self.function = function
+        self.ray_options = ray_options
+        self.with_argument = self.export(_under_flags(function))
+        self.pinned: dict[bytes, Any] = {}  # encoded flags -> Ray's function running under them
+
+    def export(self, function: Callable[..., Any]) -> Any:
+        return _ray_remote(function, self.ray_options)
+
+    def pinned_to(self, flags: bytes) -> Any:
+        """Ray's function pinned to ``flags`` (made at the first call under them), or ``None``
+        once ``_PINNED_SETS`` others have one. Two threads racing here make one export too many."""
+        made = self.pinned.get(flags)
+        if made is None and len(self.pinned) < _PINNED_SETS:
+            made = self.pinned[flags] = self.export(decode(flags)(self.function))
+        return made
+
+
 class RemoteFunction:
     """Mirrors ``ray.remote_function.RemoteFunction``: ``.remote(*args, **kwargs)`` runs the
     function as a Ray task under the flags effective at that call and returns what Ray's
     ``.remote()`` returns (an ``ObjectRef``, several, or a generator of them); ``.options(...)``
-    takes Ray's options and returns another ``RemoteFunction``. Pickles (Ray's own pickling)."""
+    takes Ray's options and returns another ``RemoteFunction`` (which takes ``.options`` again,
+    the later ones winning). Pickles (Ray's own pickling).
 
-    def __init__(self, ray_remote_function: Any) -> None:
-        self.ray_remote_function = ray_remote_function
-        """Ray's own remote function, whose first argument is the snapshot."""
+    Under each of the first 16 sets of flags it is called under (``_PINNED_SETS``), the task
+    runs a Ray function exported for those flags (the first call under a new set exports it, a
+    few milliseconds); under later sets, ``ray_remote_function`` with the flags first."""
+
+    def __init__(self, exports: _Exports, call_options: dict[str, Any] | None = None) -> None:
+        self._exports = exports
+        self._call_options = call_options or {}
+        self._targets: dict[bytes, Any] = {}  # encoded flags -> what .remote() calls under them
+        base = exports.with_argument
+        self.ray_remote_function = base.options(**self._call_options) if self._call_options else base
+        """Ray's own remote function (with the ``.options()`` given), whose first argument is
+        the snapshot."""
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:
-        return self.ray_remote_function.remote(_encoded(), *args, **kwargs)
+        flags = _encoded()
+        target = self._targets.get(flags)
+        if target is None:
+            pinned = self._exports.pinned_to(flags)
+            if pinned is None:
+                return self.ray_remote_function.remote(flags, *args, **kwargs)
+            target = self._targets[flags] = pinned.options(**self._call_options) if self._call_options else pinned
+        return target.remote(*args, **kwargs)
 
     def options(self, **options: Any) -> RemoteFunction:
-        return RemoteFunction(self.ray_remote_function.options(**options))
+        return RemoteFunction(self._exports, {**self._call_options, **options})
 
     def __repr__(self) -> str:
         return f"backends.integrations.ray.RemoteFunction({self.ray_remote_function!r})"
@@ -242,6 +292,11 @@ class ActorMethod:
 
 
 # -- the decorator ------------------------------------------------------------------------------------------
+def _ray_remote(target: Any, options: dict[str, Any]) -> Any:
+    """``ray.remote`` applied to ``target`` with ``options`` (Ray refuses ``ray.remote()`` with none)."""
+    return (ray.remote(**options) if options else ray.remote)(target)
+
+
 def _make(target: Any, options: dict[str, Any]) -> RemoteFunction | ActorClass:
     already = (RemoteFunction, ActorClass, ray.remote_function.RemoteFunction, ray.actor.ActorClass)
     if isinstance(target, already):
@@ -249,11 +304,10 @@ def _make(target: Any, options: dict[str, Any]) -> RemoteFunction | ActorClass:
             f"backends.integrations.ray.remote() takes the plain function or class, got {target!r}, which is "
             "already remote: use @backends.integrations.ray.remote in place of @ray.remote, not on top of it"
         )
-    decorate = ray.remote(**options) if options else ray.remote
     if inspect.isclass(target):
-        return ActorClass(decorate(_with_flags(target)))
+        return ActorClass(_ray_remote(_with_flags(target), options))
     if inspect.isfunction(target):
-        return RemoteFunction(decorate(_under_flags(target)))
+        return RemoteFunction(_Exports(target, options))
     raise TypeError(f"backends.integrations.ray.remote() takes a function or a class, got {type(target).__name__}")
 
 
