@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import pickle
+import sys
 import threading
 import uuid
 from typing import Any
@@ -113,6 +114,52 @@ def test_each_set_of_flags_runs_its_own_ray_function_up_to_a_bound_and_later_set
     assert seen == [[expected, expected] for expected in each * 2]
     # The first two sets got a Ray function each, shared with .options(); the third went as an argument.
     assert len(work._exports.pinned) == 2 and renamed._exports is work._exports
+
+
+def test_threads_calling_under_new_flags_at_once_export_no_more_than_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(backends_ray, "_PINNED_SETS", 2)
+    work = backends_ray.remote(observed)
+    start = threading.Barrier(8)
+    seen: dict[int, Any] = {}
+
+    def call(i: int) -> None:
+        with backends.flags({"cudnn.benchmark_limit": i + 1}), backends.cudnn.flags(deterministic=bool(i % 2)):
+            start.wait()
+            seen[i] = work.remote()
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(8)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch often: their checks and exports interleave
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert [ray.get(seen[i], timeout=60) for i in range(8)] == [(bool(i % 2), False, False) for i in range(8)]
+    assert len(work._exports.pinned) == 2
+
+
+def test_every_call_sees_what_the_function_held_at_its_first_call_whatever_its_flags(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(backends_ray, "_PINNED_SETS", 2)
+    scale = 1
+
+    def scaled() -> tuple[int, tuple[bool, bool, bool]]:  # a closure: cloudpickle copies it, with its cell
+        return scale, observed()
+
+    work = backends_ray.remote(scaled)
+    assert repr(work) == "<backends.integrations.ray.RemoteFunction of " + scaled.__qualname__ + ">"
+    first = ray.get(work.remote(), timeout=60)
+    scale = 2  # after the first call: Ray's one export of a plain function would not see it
+    with backends.cudnn.flags(deterministic=True):  # a second set: a Ray function of its own
+        pinned = ray.get(work.remote(), timeout=60)
+    with backends.cudnn.flags(benchmark=True):  # past the bound: the flags go as an argument
+        argument = ray.get(work.options(num_cpus=0).remote(), timeout=60)
+    assert (first, pinned, argument) == ((1, DEFAULTS), (1, (True, False, False)), (1, (False, True, False)))
+    assert scaled() == (2, DEFAULTS)  # here, the closure holds the new value
 
 
 @backends_ray.remote

@@ -37,10 +37,12 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 from collections.abc import Callable
 from typing import Any, overload
 
 import ray
+from ray import cloudpickle
 
 from .._engine.carry import MAGIC, decode, encode
 from .._engine.scope import Snapshot, snapshot
@@ -144,23 +146,53 @@ once and keeps it for the job's life; calls under further sets send the flags as
 class _Exports:
     """The Ray functions that one decorated function is exported as, shared by its ``.options()``:
     one that takes the caller's flags as its first argument, and one per set of flags it was
-    called under, up to ``_PINNED_SETS``."""
+    called under, up to ``_PINNED_SETS``. All are made from one copy of the function, taken as
+    cloudpickle copies it at the first call, so every call sees the globals and closure that the
+    function held then, whatever its flags, as Ray's single export of a plain function would."""
 
     def __init__(self, function: Callable[..., Any], ray_options: dict[str, Any]) -> None:
         self.function = function
         self.ray_options = ray_options
-        self.with_argument = self.export(_under_flags(function))
         self.pinned: dict[bytes, Any] = {}  # encoded flags -> Ray's function running under them
+        self._copy: Callable[..., Any] | None = None
+        self._with_argument: Any = None
+        self._lock = threading.Lock()  # so that racing threads export each set once, and no more than the bound
 
-    def export(self, function: Callable[..., Any]) -> Any:
-        return _ray_remote(function, self.ray_options)
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_lock"]  # a lock does not pickle
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def _copied(self) -> Callable[..., Any]:
+        """The function as Ray would pickle it now, taken once (called with the lock held)."""
+        if self._copy is None:
+            try:
+                self._copy = cloudpickle.loads(cloudpickle.dumps(self.function))
+            except TypeError as error:  # what Ray raises for a function it cannot pickle
+                name = getattr(self.function, "__qualname__", repr(self.function))
+                raise TypeError(f"Could not serialize the function {name} for Ray: {error}") from error
+        return self._copy
+
+    @property
+    def with_argument(self) -> Any:
+        with self._lock:
+            if self._with_argument is None:
+                self._with_argument = _ray_remote(_under_flags(self._copied()), self.ray_options)
+            return self._with_argument
 
     def pinned_to(self, flags: bytes) -> Any:
         """Ray's function pinned to ``flags`` (made at the first call under them), or ``None``
-        once ``_PINNED_SETS`` others have one. Two threads racing here make one export too many."""
+        once ``_PINNED_SETS`` others have one."""
         made = self.pinned.get(flags)
-        if made is None and len(self.pinned) < _PINNED_SETS:
-            made = self.pinned[flags] = self.export(decode(flags)(self.function))
+        if made is None:
+            with self._lock:
+                made = self.pinned.get(flags)
+                if made is None and len(self.pinned) < _PINNED_SETS:
+                    made = self.pinned[flags] = _ray_remote(decode(flags)(self._copied()), self.ray_options)
         return made
 
 
@@ -173,16 +205,21 @@ class RemoteFunction:
 
     Under each of the first 16 sets of flags it is called under (``_PINNED_SETS``), the task
     runs a Ray function exported for those flags (the first call under a new set exports it, a
-    few milliseconds); under later sets, ``ray_remote_function`` with the flags first."""
+    few milliseconds, more for a function that captures large data); under later sets,
+    ``ray_remote_function`` with the flags first. Every call sees the globals and closure the
+    function held at its first call, as with Ray's own single export."""
 
     def __init__(self, exports: _Exports, call_options: dict[str, Any] | None = None) -> None:
         self._exports = exports
         self._call_options = call_options or {}
         self._targets: dict[bytes, Any] = {}  # encoded flags -> what .remote() calls under them
-        base = exports.with_argument
-        self.ray_remote_function = base.options(**self._call_options) if self._call_options else base
+
+    @functools.cached_property
+    def ray_remote_function(self) -> Any:
         """Ray's own remote function (with the ``.options()`` given), whose first argument is
         the snapshot."""
+        base = self._exports.with_argument
+        return base.options(**self._call_options) if self._call_options else base
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:
         flags = _encoded()
@@ -198,7 +235,9 @@ class RemoteFunction:
         return RemoteFunction(self._exports, {**self._call_options, **options})
 
     def __repr__(self) -> str:
-        return f"backends.integrations.ray.RemoteFunction({self.ray_remote_function!r})"
+        name = getattr(self._exports.function, "__qualname__", "?")
+        options = f", options={self._call_options!r}" if self._call_options else ""
+        return f"<backends.integrations.ray.RemoteFunction of {name}{options}>"
 
 
 # -- actors -------------------------------------------------------------------------------------------------
