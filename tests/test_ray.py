@@ -304,6 +304,14 @@ def test_misuse_gets_a_clear_error() -> None:
         backends_ray.ActorHandle(object())
     with pytest.raises(TypeError, match="takes one function or class, or only Ray's options"):
         backends_ray.remote(observed, num_cpus=1)
+    # A function that cannot be pickled: named, with the reason, at the call (as Ray does at its first).
+    lock = threading.Lock()
+
+    def holds_a_lock() -> bool:
+        return lock.locked()
+
+    with pytest.raises(TypeError, match=r"Could not serialize the function .*holds_a_lock for Ray: .*lock"):
+        backends_ray.remote(holds_a_lock).remote()
     # Ray's own argument check, in the caller, as for a plain remote function.
     with pytest.raises(TypeError, match="tag"):
         flags_in_a_task.remote()
